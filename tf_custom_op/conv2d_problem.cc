@@ -1,0 +1,320 @@
+#include "conv2d_problem.h"
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace conv2d_transpose {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+std::string ShapeString(const std::vector<int64_t>& dims) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+  os << ']';
+  return os.str();
+}
+
+bool MulOverflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+bool AddOverflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_add_overflow(a, b, out);
+}
+
+int BatchDim(DataFormat) { return 0; }
+int DepthDim(DataFormat f) { return f == DataFormat::kNHWC ? 3 : 1; }
+int RowsDim(DataFormat f) { return f == DataFormat::kNHWC ? 1 : 2; }
+int ColsDim(DataFormat f) { return f == DataFormat::kNHWC ? 2 : 3; }
+
+}  // namespace
+
+std::vector<int64_t> ConvProblem::input_shape() const {
+  if (data_format == DataFormat::kNHWC) {
+    return {batch, in_rows, in_cols, in_depth};
+  }
+  return {batch, in_depth, in_rows, in_cols};
+}
+
+std::string ValidateConvAttrs(const ConvAttrs& attrs) {
+  const DataFormat f = attrs.data_format;
+  if (attrs.strides.size() != 4) {
+    return "Sliding window strides field must specify 4 dimensions";
+  }
+  if (attrs.strides[BatchDim(f)] != 1 || attrs.strides[DepthDim(f)] != 1) {
+    return "Current implementation does not yet support strides in the batch "
+           "and depth dimensions.";
+  }
+  for (int d : {RowsDim(f), ColsDim(f)}) {
+    if (attrs.strides[d] < 1 || attrs.strides[d] > kInt32Max) {
+      return Cat("Row and column strides should be larger than 0 and fit in "
+                 "int32, got ",
+                 ShapeString(attrs.strides));
+    }
+  }
+  if (attrs.dilations.size() != 4) {
+    return "Sliding window dilations field must specify 4 dimensions";
+  }
+  if (attrs.dilations[BatchDim(f)] != 1 || attrs.dilations[DepthDim(f)] != 1) {
+    return "Current implementation does not yet support dilations in the "
+           "batch and depth dimensions.";
+  }
+  for (int d : {RowsDim(f), ColsDim(f)}) {
+    if (attrs.dilations[d] < 1 || attrs.dilations[d] > kInt32Max) {
+      return Cat("Dilated rates should be larger than 0 and fit in int32, got ",
+                 ShapeString(attrs.dilations));
+    }
+  }
+  const std::vector<int64_t>& pads = attrs.explicit_paddings;
+  if (attrs.padding != Padding::kExplicit) {
+    if (!pads.empty()) {
+      return "explicit_paddings attribute must be empty if the padding "
+             "attribute is not EXPLICIT";
+    }
+    return "";
+  }
+  if (pads.size() != 8) {
+    return Cat("explicit_paddings attribute must contain 8 values, but got: ",
+               pads.size());
+  }
+  for (int64_t p : pads) {
+    if (p < 0) return "All elements of explicit_paddings must be nonnegative";
+  }
+  for (int d : {BatchDim(f), DepthDim(f)}) {
+    if (pads[2 * d] != 0 || pads[2 * d + 1] != 0) {
+      return "Nonzero explicit padding in the batch or depth dimensions is "
+             "not supported";
+    }
+  }
+  return "";
+}
+
+std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
+                               int64_t dilation, int64_t stride,
+                               Padding padding, int64_t explicit_before,
+                               int64_t explicit_after, int64_t* output_size,
+                               int64_t* pad_before, int64_t* pad_after) {
+  if (stride < 1) return Cat("Stride must be > 0, but got ", stride);
+  // (filter_size - 1) * dilation + 1, overflow-checked; an empty filter gives
+  // an effective size of 1 - dilation, as in TensorFlow.
+  int64_t effective;
+  if (MulOverflows(filter_size - 1, dilation, &effective) ||
+      AddOverflows(effective, 1, &effective)) {
+    return Cat("Effective filter size overflows int64: filter size ",
+               filter_size, ", dilation ", dilation);
+  }
+  int64_t before = 0, after = 0, numerator = 0;
+  bool overflow = false;
+  switch (padding) {
+    case Padding::kValid:
+      overflow = AddOverflows(input_size - effective, stride, &numerator);
+      break;
+    case Padding::kExplicit:
+      before = explicit_before;
+      after = explicit_after;
+      overflow = AddOverflows(input_size, before, &numerator) ||
+                 AddOverflows(numerator, after, &numerator) ||
+                 AddOverflows(numerator, stride - effective, &numerator);
+      break;
+    case Padding::kSame:
+      overflow = AddOverflows(input_size, stride - 1, &numerator);
+      break;
+  }
+  if (overflow) {
+    return Cat("Window computation overflows int64: input size ", input_size,
+               ", effective filter size ", effective, ", stride ", stride);
+  }
+  const int64_t out = numerator / stride;
+  if (padding == Padding::kSame && out > 0) {
+    const int64_t needed = (out - 1) * stride + effective - input_size;
+    if (needed > 0) {
+      before = needed / 2;
+      after = needed - before;
+    }
+  }
+  if (out < 0) {
+    return Cat("Computed output size would be negative: ", out,
+               " [input_size: ", input_size,
+               ", effective_filter_size: ", effective, ", stride: ", stride,
+               "]");
+  }
+  // Kernels index with input + pads + effective filter + stride; keep that in
+  // range so no later sum can overflow.
+  int64_t bound;
+  if (AddOverflows(input_size, before, &bound) ||
+      AddOverflows(bound, after, &bound) ||
+      AddOverflows(bound, effective > 0 ? effective : 0, &bound) ||
+      AddOverflows(bound, stride, &bound)) {
+    return Cat("Padding is too large: input size ", input_size, ", padding ",
+               before, "/", after);
+  }
+  *output_size = out;
+  *pad_before = before;
+  *pad_after = after;
+  return "";
+}
+
+std::string ResolveInputSizes(const ConvAttrs& attrs,
+                              const std::vector<int64_t>& input_sizes_dims,
+                              const int32_t* input_sizes,
+                              const std::vector<int64_t>& filter_shape,
+                              const std::vector<int64_t>& out_backprop_shape,
+                              std::vector<int64_t>* input_shape) {
+  if (input_sizes_dims.size() != 1) {
+    return Cat("Conv2DBackpropInput: input_sizes input must be 1-dim, not ",
+               input_sizes_dims.size());
+  }
+  const int64_t count = input_sizes_dims[0];
+  if (count == 4) {
+    input_shape->assign(input_sizes, input_sizes + 4);
+  } else if (count == 2) {
+    if (filter_shape.size() != 4 || out_backprop_shape.size() != 4) {
+      return Cat("Conv2DBackpropInput: filter and out_backprop must be "
+                 "4-dimensional, got filter shape ",
+                 ShapeString(filter_shape), " and out_backprop shape ",
+                 ShapeString(out_backprop_shape));
+    }
+    const DataFormat f = attrs.data_format;
+    input_shape->assign(4, 0);
+    (*input_shape)[BatchDim(f)] = out_backprop_shape[BatchDim(f)];
+    (*input_shape)[DepthDim(f)] = filter_shape[2];
+    (*input_shape)[RowsDim(f)] = input_sizes[0];
+    (*input_shape)[ColsDim(f)] = input_sizes[1];
+  } else {
+    return Cat("Conv2DBackpropInput requires input_sizes to contain 4 values "
+               "or 2 values, but got: ",
+               count);
+  }
+  for (int64_t d : *input_shape) {
+    if (d < 0) {
+      return Cat("Conv2DBackpropInput: input_sizes must be non-negative, got ",
+                 ShapeString(*input_shape));
+    }
+  }
+  return "";
+}
+
+std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
+                               const std::vector<int64_t>& input_shape,
+                               const std::vector<int64_t>& filter_shape,
+                               const std::vector<int64_t>& out_backprop_shape,
+                               int64_t element_bytes, ConvProblem* problem) {
+  const std::string attr_error = ValidateConvAttrs(attrs);
+  if (!attr_error.empty()) return attr_error;
+  const struct {
+    const char* name;
+    const std::vector<int64_t>& shape;
+  } tensors[] = {{"input", input_shape},
+                 {"filter", filter_shape},
+                 {"out_backprop", out_backprop_shape}};
+  for (const auto& t : tensors) {
+    if (t.shape.size() != 4) {
+      return Cat(label, ": ", t.name, " must be 4-dimensional, got shape ",
+                 ShapeString(t.shape));
+    }
+    for (int64_t d : t.shape) {
+      if (d < 0) {
+        return Cat(label, ": ", t.name, " has a negative dimension: ",
+                   ShapeString(t.shape));
+      }
+    }
+  }
+  // The input is the tensor this library allocates: bound it before anything
+  // else so that a huge request fails here, not in an allocator.
+  int64_t bytes = element_bytes;
+  for (int64_t d : input_shape) {
+    if (MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
+      return Cat(label, ": input shape ", ShapeString(input_shape),
+                 " is too large (over ", kMaxOutputBytes, " bytes)");
+    }
+  }
+
+  const DataFormat f = attrs.data_format;
+  ConvProblem p;
+  p.data_format = f;
+  p.batch = input_shape[BatchDim(f)];
+  if (p.batch != out_backprop_shape[BatchDim(f)]) {
+    return Cat(label,
+               ": input and out_backprop must have the same batch size. "
+               "Input batch: ",
+               p.batch, ", outbackprop batch: ",
+               out_backprop_shape[BatchDim(f)], ", batch_dim: ", BatchDim(f));
+  }
+  p.in_rows = input_shape[RowsDim(f)];
+  p.in_cols = input_shape[ColsDim(f)];
+  p.in_depth = input_shape[DepthDim(f)];
+  p.filter_rows = filter_shape[0];
+  p.filter_cols = filter_shape[1];
+  p.filter_in_depth = filter_shape[2];
+  p.out_depth = filter_shape[3];
+  if (p.in_depth > 0) {
+    if (p.filter_in_depth == 0 || p.in_depth % p.filter_in_depth != 0) {
+      return Cat(label,
+                 ": input depth must be evenly divisible by filter depth: ",
+                 p.in_depth, " vs ", p.filter_in_depth);
+    }
+    p.groups = p.in_depth / p.filter_in_depth;
+  }
+  if (p.out_depth != out_backprop_shape[DepthDim(f)]) {
+    return Cat(label,
+               ": filter and out_backprop must have the same out_depth: ",
+               p.out_depth, " vs ", out_backprop_shape[DepthDim(f)]);
+  }
+  if (p.out_depth % p.groups != 0) {
+    return Cat(label,
+               ": output depth must be evenly divisible by the number of "
+               "groups: ",
+               p.out_depth, " vs ", p.groups, " groups");
+  }
+  p.stride_rows = attrs.strides[RowsDim(f)];
+  p.stride_cols = attrs.strides[ColsDim(f)];
+  p.dilation_rows = attrs.dilations[RowsDim(f)];
+  p.dilation_cols = attrs.dilations[ColsDim(f)];
+
+  const bool explicit_pads = attrs.padding == Padding::kExplicit;
+  struct Spatial {
+    int dim;
+    int64_t input, filter, dilation, stride;
+    int64_t *out, *before, *after;
+  } spatial[] = {
+      {RowsDim(f), p.in_rows, p.filter_rows, p.dilation_rows, p.stride_rows,
+       &p.out_rows, &p.pad_top, &p.pad_bottom},
+      {ColsDim(f), p.in_cols, p.filter_cols, p.dilation_cols, p.stride_cols,
+       &p.out_cols, &p.pad_left, &p.pad_right},
+  };
+  for (const Spatial& s : spatial) {
+    const int64_t before =
+        explicit_pads ? attrs.explicit_paddings[2 * s.dim] : 0;
+    const int64_t after =
+        explicit_pads ? attrs.explicit_paddings[2 * s.dim + 1] : 0;
+    const std::string error =
+        WindowedOutputSize(s.input, s.filter, s.dilation, s.stride,
+                           attrs.padding, before, after, s.out, s.before,
+                           s.after);
+    if (!error.empty()) return Cat(label, ": ", error);
+    const int64_t actual = out_backprop_shape[s.dim];
+    if (*s.out != actual) {
+      return Cat(label,
+                 ": Size of out_backprop doesn't match computed: actual = ",
+                 actual, ", computed = ", *s.out, " spatial_dim: ", s.dim,
+                 " input: ", s.input, " filter: ", s.filter,
+                 " output: ", actual, " stride: ", s.stride,
+                 " dilation: ", s.dilation);
+    }
+  }
+  *problem = p;
+  return "";
+}
+
+}  // namespace conv2d_transpose

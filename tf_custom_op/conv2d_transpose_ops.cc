@@ -1,0 +1,34 @@
+// Op registration: TensorFlow's Conv2DBackpropInput signature, attrs and shape
+// function, under the plugin's namespace so it never clashes with the built-in.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/util/padding.h"
+#include "tensorflow/core/util/tensor_format.h"
+
+namespace tensorflow {
+
+REGISTER_OP("Conv2DTranspose>Conv2DBackpropInput")
+    .Input("input_sizes: int32")
+    .Input("filter: T")
+    .Input("out_backprop: T")
+    .Output("output: T")
+    .Attr("T: {half, bfloat16, float, double, int32}")
+    .Attr("strides: list(int)")
+    .Attr("use_cudnn_on_gpu: bool = true")
+    .Attr(GetPaddingAttrStringWithExplicit())
+    .Attr(GetExplicitPaddingsAttrString())
+    .Attr(GetConvnetDataFormatAttrString())
+    .Attr("dilations: list(int) = [1, 1, 1, 1]")
+    .SetShapeFn(shape_inference::Conv2DBackpropInputShape)
+    .Doc(R"doc(
+Gradient of a 2-D convolution with respect to its input (the transposed
+convolution), with CPU support for NCHW, dilations and groups.
+
+input_sizes: the shape of the convolution's input, 4 values in data_format
+  order or 2 spatial values (batch from out_backprop, depth from filter).
+filter: [filter_height, filter_width, in_channels / groups, out_channels].
+out_backprop: the gradient of the convolution's output, in data_format order.
+output: the gradient with respect to the convolution's input.
+)doc");
+
+}  // namespace tensorflow
