@@ -1,0 +1,99 @@
+"""Side-by-side timing of the plugin, TensorFlow's built-in Conv2DBackpropInput
+and the built-in under XLA, in one process, interleaved, median of repeats.
+
+    python bench/bench_backprop_input.py [--repeats 7] [--json bench/results/x.json]
+
+Shapes are named after the layers they come from (dy spatial -> dx, Co -> Cin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_conv2d_transpose as t2d  # noqa: E402
+from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
+
+SHAPES = [
+    ("FCN-16 9x11 K4 s2 21->21", C(1, 18, 22, 21, 21, 4, 4, (2, 2), padding="SAME")),
+    ("ENet 64x64 K3 s2 32->32", C(1, 128, 128, 32, 32, 3, 3, (2, 2), padding="SAME")),
+    ("DCGAN 8x8 256->128 N64", C(64, 16, 16, 128, 256, 5, 5, (2, 2), padding="SAME")),
+    ("DCGAN 16x16 128->64 N64", C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME")),
+    ("U-Net 32x32 512->256 N4", C(4, 64, 64, 256, 512, 2, 2, (2, 2), padding="SAME")),
+    ("stride1 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, padding="SAME")),
+    ("dilation2 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, dilation=(2, 2), padding="SAME")),
+    ("groups4 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, padding="SAME", groups=4)),
+    ("DCGAN 16x16 NCHW N64", C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME",
+                               data_format="NCHW")),
+]
+
+
+def _op(kind):
+    def run(sizes, w, dy, attrs):
+        op = t2d.raw_ops.conv2d_backprop_input if kind == "plugin" else \
+            tf.raw_ops.Conv2DBackpropInput
+        return op(input_sizes=sizes, filter=w, out_backprop=dy, **attrs)
+    return tf.function(run, jit_compile=kind == "xla")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    dtype = tf.as_dtype(args.dtype)
+    kinds = ["plugin", "builtin", "xla"]
+    ops = {k: _op(k) for k in kinds}
+    results = []
+    print(f"| shape ({args.dtype}) | plugin ms | built-in ms | XLA ms | plugin GFLOP/s | "
+          "vs built-in | vs XLA |")
+    print("|---|---|---|---|---|---|---|")
+    for name, config in SHAPES:
+        rng = np.random.default_rng(0)
+        w = tf.constant(rng.standard_normal(config.filter_shape), dtype)
+        dy = tf.constant(rng.standard_normal(config.out_backprop_shape), dtype)
+        sizes = tf.constant(config.input_shape)
+        attrs = config.op_attrs()
+        available = {}
+        for kind in kinds:
+            try:
+                ops[kind](sizes, w, dy, attrs).numpy()
+                ops[kind](sizes, w, dy, attrs).numpy()
+                available[kind] = []
+            except tf.errors.InvalidArgumentError:
+                pass
+        for _ in range(args.repeats):
+            for kind in available:
+                start = time.perf_counter()
+                ops[kind](sizes, w, dy, attrs).numpy()
+                available[kind].append(time.perf_counter() - start)
+        ms = {k: statistics.median(v) * 1e3 for k, v in available.items()}
+        gflops = config.flops() / (ms["plugin"] * 1e-3) / 1e9
+
+        def ratio(kind):
+            return f"{ms[kind] / ms['plugin']:.2f}x" if kind in ms else "fails"
+
+        def fmt(kind):
+            return f"{ms[kind]:.2f}" if kind in ms else "fails"
+
+        print(f"| {name} | {fmt('plugin')} | {fmt('builtin')} | {fmt('xla')} | {gflops:.1f} | "
+              f"{ratio('builtin')} | {ratio('xla')} |")
+        results.append({"shape": name, "config": config.describe(), "dtype": args.dtype,
+                        "median_ms": ms, "plugin_gflops": gflops})
+    if args.json:
+        os.makedirs(os.path.dirname(args.json), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

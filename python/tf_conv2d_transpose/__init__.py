@@ -1,0 +1,15 @@
+"""tf_conv2d_transpose: TensorFlow's Conv2DBackpropInput as a custom op.
+
+Importing the package loads the op library (``Conv2DTranspose>Conv2DBackpropInput``)
+and registers its gradient. Use :func:`conv2d_transpose` like
+``tf.nn.conv2d_transpose``; :mod:`compat.v1` has the v1 signatures and
+:mod:`raw_ops` the generated op wrapper.
+"""
+
+from tf_conv2d_transpose import _gradients, compat, raw_ops  # noqa: F401 - registers the gradient
+from tf_conv2d_transpose._loader import library_path
+from tf_conv2d_transpose.nn import conv2d_transpose
+
+__version__ = "0.1.0"
+
+__all__ = ["compat", "conv2d_transpose", "library_path", "raw_ops", "__version__"]

@@ -1,0 +1,82 @@
+"""``tf.compat.v1``-style signatures: resolve the deprecated aliases, then call
+the v2 function (or the op) once."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import tensorflow as tf
+
+from tf_conv2d_transpose import nn, raw_ops
+
+
+def _alias(new_name: str, new_value: Any, old_name: str, old_value: Any) -> Any:
+    if old_value is not None:
+        if new_value is not None:
+            raise ValueError(f"Cannot specify both '{old_name}' and '{new_name}'.")
+        return old_value
+    return new_value
+
+
+def conv2d_transpose(
+    value: Any = None,
+    filter: Any = None,  # noqa: A002 - TensorFlow's argument name
+    output_shape: Any = None,
+    strides: nn.IntOrInts = None,
+    padding: nn.PaddingArg = "SAME",
+    data_format: Optional[str] = "NHWC",
+    name: Optional[str] = None,
+    input: Any = None,  # noqa: A002
+    filters: Any = None,
+    dilations: nn.IntOrInts = None,
+) -> tf.Tensor:
+    """``tf.compat.v1.nn.conv2d_transpose``: ``value``/``input`` and
+    ``filter``/``filters`` are aliases (giving both raises ``ValueError``); the
+    rest is :func:`tf_conv2d_transpose.conv2d_transpose`."""
+    value = _alias("input", input, "value", value)
+    filter = _alias("filters", filters, "filter", filter)
+    return nn.conv2d_transpose(
+        value,
+        filter,
+        output_shape,
+        strides,
+        padding=padding,
+        data_format=data_format,
+        dilations=dilations,
+        name=name,
+    )
+
+
+def conv2d_backprop_input(
+    input_sizes: Any,
+    filter: Any = None,  # noqa: A002
+    out_backprop: Any = None,
+    strides: Optional[Sequence[int]] = None,
+    padding: Optional[nn.PaddingArg] = None,
+    use_cudnn_on_gpu: bool = True,
+    data_format: str = "NHWC",
+    dilations: Sequence[int] = (1, 1, 1, 1),
+    name: Optional[str] = None,
+    filters: Any = None,
+) -> tf.Tensor:
+    """``tf.compat.v1.nn.conv2d_backprop_input``: the op with 4-element
+    ``strides``/``dilations`` in data_format order and ``padding`` as a string
+    or explicit pairs; ``filters`` is an alias of ``filter``."""
+    filter = _alias("filters", filters, "filter", filter)
+    if strides is None:
+        raise ValueError("conv2d_backprop_input requires `strides` (4 values)")
+    if padding is None:
+        raise ValueError("conv2d_backprop_input requires `padding`")
+    padding, explicit_paddings = nn.convert_padding(padding)
+    return raw_ops.conv2d_backprop_input(
+        input_sizes=nn.output_shape_tensor(input_sizes),
+        filter=filter,
+        out_backprop=out_backprop,
+        strides=list(strides),
+        padding=padding,
+        use_cudnn_on_gpu=use_cudnn_on_gpu,
+        explicit_paddings=explicit_paddings,
+        data_format=data_format,
+        dilations=list(dilations),
+        name=name,
+    )

@@ -1,0 +1,191 @@
+"""A slow, obviously-correct NumPy reference and problem helpers.
+
+Used by the tests, the ``validate`` command and benchmarks as an oracle that
+shares no code with the C++ kernel: the transposed convolution is written as
+the scatter it is by definition, one filter tap at a time, in float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+
+def forward_output_size(
+    size: int, filter_size: int, stride: int, dilation: int, padding: str, pads: Tuple[int, int]
+) -> Tuple[int, int, int]:
+    """Output size and (before, after) padding of a forward convolution along
+    one dimension, by TensorFlow's rules. ``pads`` is used for EXPLICIT only."""
+    effective = (filter_size - 1) * dilation + 1
+    if padding == "VALID":
+        return (size - effective + stride) // stride, 0, 0
+    if padding == "EXPLICIT":
+        return (size + pads[0] + pads[1] - effective + stride) // stride, pads[0], pads[1]
+    out = (size + stride - 1) // stride
+    needed = max(0, (out - 1) * stride + effective - size)
+    return out, needed // 2, needed - needed // 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2DTransposeConfig:
+    """One transposed convolution, described by its forward convolution."""
+
+    batch: int
+    in_rows: int
+    in_cols: int
+    in_depth: int  # channels of the result (the forward input)
+    out_depth: int  # channels of the transposed convolution's input
+    filter_rows: int
+    filter_cols: int
+    stride: Tuple[int, int] = (1, 1)
+    dilation: Tuple[int, int] = (1, 1)
+    padding: str = "VALID"  # SAME, VALID or EXPLICIT
+    explicit: Tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+    groups: int = 1
+    data_format: str = "NHWC"
+
+    @property
+    def nchw(self) -> bool:
+        return self.data_format == "NCHW"
+
+    def out_size(self) -> Tuple[int, int]:
+        """Spatial size of out_backprop (the transposed convolution's input)."""
+        rows = forward_output_size(
+            self.in_rows,
+            self.filter_rows,
+            self.stride[0],
+            self.dilation[0],
+            self.padding,
+            self.explicit[:2],
+        )[0]
+        cols = forward_output_size(
+            self.in_cols,
+            self.filter_cols,
+            self.stride[1],
+            self.dilation[1],
+            self.padding,
+            self.explicit[2:],
+        )[0]
+        return rows, cols
+
+    def _order(self, n: int, h: int, w: int, c: int) -> List[int]:
+        return [n, c, h, w] if self.nchw else [n, h, w, c]
+
+    @property
+    def input_shape(self) -> List[int]:
+        return self._order(self.batch, self.in_rows, self.in_cols, self.in_depth)
+
+    @property
+    def out_backprop_shape(self) -> List[int]:
+        rows, cols = self.out_size()
+        return self._order(self.batch, rows, cols, self.out_depth)
+
+    @property
+    def filter_shape(self) -> List[int]:
+        return [self.filter_rows, self.filter_cols, self.in_depth // self.groups, self.out_depth]
+
+    def op_attrs(self) -> Dict[str, object]:
+        """Attributes for ``Conv2DBackpropInput`` (raw-op form)."""
+
+        def four(pair: Tuple[int, int]) -> List[int]:
+            return [1, 1, *pair] if self.nchw else [1, *pair, 1]
+
+        explicit: List[int] = []
+        if self.padding == "EXPLICIT":
+            t, b, left, r = self.explicit
+            pairs = (
+                [[0, 0], [0, 0], [t, b], [left, r]]
+                if self.nchw
+                else [[0, 0], [t, b], [left, r], [0, 0]]
+            )
+            explicit = [p for pair in pairs for p in pair]
+        return {
+            "strides": four(self.stride),
+            "dilations": four(self.dilation),
+            "padding": self.padding,
+            "explicit_paddings": explicit,
+            "data_format": self.data_format,
+        }
+
+    def flops(self) -> float:
+        rows, cols = self.out_size()
+        return (
+            2.0
+            * self.batch
+            * rows
+            * cols
+            * self.out_depth
+            * self.filter_rows
+            * self.filter_cols
+            * (self.in_depth // self.groups)
+        )
+
+    def describe(self) -> str:
+        rows, cols = self.out_size()
+        parts = [
+            f"N{self.batch} {rows}x{cols}x{self.out_depth}->{self.in_rows}x{self.in_cols}"
+            f"x{self.in_depth}",
+            f"K{self.filter_rows}x{self.filter_cols}",
+            f"s{self.stride[0]},{self.stride[1]}",
+        ]
+        if self.dilation != (1, 1):
+            parts.append(f"d{self.dilation[0]},{self.dilation[1]}")
+        if self.groups != 1:
+            parts.append(f"g{self.groups}")
+        parts.append(self.padding if self.padding != "EXPLICIT" else f"pad{list(self.explicit)}")
+        parts.append(self.data_format)
+        return " ".join(parts)
+
+
+def reference_conv2d_backprop_input(
+    config: Conv2DTransposeConfig,
+    filters: np.ndarray,
+    out_backprop: np.ndarray,
+    accumulate_dtype: Optional[np.dtype] = np.float64,
+) -> np.ndarray:
+    """Conv2DBackpropInput by definition: every out_backprop pixel, times each
+    filter tap, is added into the input pixel that tap read in the forward
+    convolution. Returns float64 (or ``accumulate_dtype``) in data_format."""
+    c = config
+    dy = np.asarray(out_backprop, dtype=accumulate_dtype)
+    w = np.asarray(filters, dtype=accumulate_dtype)
+    if c.nchw:
+        dy = dy.transpose(0, 2, 3, 1)
+    rows, cols = c.out_size()
+    _, top, _ = forward_output_size(
+        c.in_rows, c.filter_rows, c.stride[0], c.dilation[0], c.padding, c.explicit[:2]
+    )
+    _, left, _ = forward_output_size(
+        c.in_cols, c.filter_cols, c.stride[1], c.dilation[1], c.padding, c.explicit[2:]
+    )
+    cg, cog = c.in_depth // c.groups, c.out_depth // c.groups
+    # The forward convolution's padded input, big enough for every tap.
+    padded_rows = (
+        max(top + c.in_rows, (rows - 1) * c.stride[0] + 1 + (c.filter_rows - 1) * c.dilation[0])
+        if rows > 0
+        else top + c.in_rows
+    )
+    padded_cols = (
+        max(left + c.in_cols, (cols - 1) * c.stride[1] + 1 + (c.filter_cols - 1) * c.dilation[1])
+        if cols > 0
+        else left + c.in_cols
+    )
+    padded = np.zeros((c.batch, padded_rows, padded_cols, c.in_depth), dtype=accumulate_dtype)
+    if rows > 0 and cols > 0:
+        for kh in range(c.filter_rows):
+            r0 = kh * c.dilation[0]
+            for kw in range(c.filter_cols):
+                c0 = kw * c.dilation[1]
+                for g in range(c.groups):
+                    tap = w[kh, kw, :, g * cog : (g + 1) * cog]  # [cg, cog]
+                    contribution = dy[..., g * cog : (g + 1) * cog] @ tap.T  # [n, rows, cols, cg]
+                    padded[
+                        :,
+                        r0 : r0 + (rows - 1) * c.stride[0] + 1 : c.stride[0],
+                        c0 : c0 + (cols - 1) * c.stride[1] + 1 : c.stride[1],
+                        g * cg : (g + 1) * cg,
+                    ] += contribution
+    result = padded[:, top : top + c.in_rows, left : left + c.in_cols, :]
+    return result.transpose(0, 3, 1, 2) if c.nchw else result

@@ -1,0 +1,110 @@
+"""Random transposed-convolution problems and the tolerances to judge them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import strategies as st
+
+from tf_conv2d_transpose.testing import Conv2DTransposeConfig, reference_conv2d_backprop_input
+
+# Channel counts per group that reach every micro-kernel width (1, 4, 8, 16
+# lanes) and the zero-padded tail of a channel block.
+GROUP_CHANNELS = [1, 2, 3, 4, 5, 8, 11, 16, 19]
+
+ALL_DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32]
+
+# Unit roundoff of each dtype's result and of its accumulator.
+_EPS = {
+    tf.float64: (2.0**-53, 2.0**-53),
+    tf.float32: (2.0**-24, 2.0**-24),
+    tf.float16: (2.0**-11, 2.0**-24),
+    tf.bfloat16: (2.0**-8, 2.0**-24),
+}
+
+
+@st.composite
+def configs(
+    draw: st.DrawFn,
+    data_formats: Sequence[str] = ("NHWC", "NCHW"),
+    max_dilation: int = 3,
+    max_groups: int = 3,
+    paddings: Sequence[str] = ("SAME", "VALID", "EXPLICIT"),
+    max_size: int = 10,
+) -> Conv2DTransposeConfig:
+    groups = draw(st.integers(1, max_groups))
+    in_per_group = draw(st.sampled_from(GROUP_CHANNELS))
+    out_per_group = draw(st.integers(1, 6))
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, max_dilation)), draw(st.integers(1, max_dilation)))
+    padding = draw(st.sampled_from(paddings))
+    explicit = (0, 0, 0, 0)
+    if padding == "EXPLICIT":
+        explicit = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    sizes = []
+    for axis in range(2):
+        effective = (kernel[axis] - 1) * dilation[axis] + 1
+        pads = sum(explicit[2 * axis : 2 * axis + 2])
+        smallest = 1 if padding == "SAME" else max(1, effective - pads)
+        sizes.append(draw(st.integers(smallest, smallest + max_size)))
+    return Conv2DTransposeConfig(
+        batch=draw(st.integers(1, 2)),
+        in_rows=sizes[0],
+        in_cols=sizes[1],
+        in_depth=groups * in_per_group,
+        out_depth=groups * out_per_group,
+        filter_rows=kernel[0],
+        filter_cols=kernel[1],
+        stride=stride,
+        dilation=dilation,
+        padding=padding,
+        explicit=explicit,
+        groups=groups,
+        data_format=draw(st.sampled_from(data_formats)),
+    )
+
+
+def random_inputs(config: Conv2DTransposeConfig, dtype: tf.DType, seed: int = 0):
+    """(filter, out_backprop) tensors of `dtype`; small integers for int32."""
+    rng = np.random.default_rng(seed)
+    if dtype == tf.int32:
+        w = rng.integers(-3, 4, config.filter_shape)
+        dy = rng.integers(-3, 4, config.out_backprop_shape)
+    else:
+        w = rng.standard_normal(config.filter_shape)
+        dy = rng.standard_normal(config.out_backprop_shape)
+    return tf.constant(w, dtype), tf.constant(dy, dtype)
+
+
+def assert_close_to_reference(
+    config: Conv2DTransposeConfig,
+    filters: tf.Tensor,
+    out_backprop: tf.Tensor,
+    actual: tf.Tensor,
+    slack: float = 4.0,
+) -> float:
+    """Checks `actual` against the float64 NumPy reference on the same
+    (already rounded) inputs, with an error bound that scales with the summed
+    magnitudes; int32 must be exact. Returns the max error."""
+    w = filters.numpy().astype(np.float64)
+    dy = out_backprop.numpy().astype(np.float64)
+    expected = reference_conv2d_backprop_input(config, w, dy)
+    got = actual.numpy().astype(np.float64)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    if actual.dtype == tf.int32:
+        np.testing.assert_array_equal(got, expected)
+        return 0.0
+    magnitude = reference_conv2d_backprop_input(config, np.abs(w), np.abs(dy))
+    out_eps, acc_eps = _EPS[actual.dtype]
+    terms = config.out_depth // config.groups * config.filter_rows * config.filter_cols
+    bound = slack * (out_eps + terms * acc_eps) * magnitude + 1e-300
+    error = np.abs(got - expected)
+    worst = np.unravel_index(np.argmax(error - bound), error.shape) if error.size else None
+    assert np.all(error <= bound), (
+        f"{config.describe()} {actual.dtype.name}: error {error[worst]} > bound {bound[worst]} "
+        f"at {worst}"
+    )
+    return float(error.max()) if error.size else 0.0
