@@ -6,6 +6,7 @@
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
+MAKEFLAGS += --jobs=$(shell nproc)
 ifeq ($(origin PYTHON), undefined)
   VENV := .venv
   PY := $(VENV)/bin/python
@@ -36,7 +37,7 @@ TF_FLAGS := build/tf_flags.mk
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo lint clean distclean
+.PHONY: all build test demo lint cpp-test clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -76,11 +77,21 @@ $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
+# The TF-free compute layer alone, under AddressSanitizer and UBSan.
+COMPUTE_TEST := build/compute_layer_test
+$(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
+                 $(SRC_DIR)/conv2d_backprop_input_cpu.cc $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	  -Wall -Wextra -Werror $(filter %.cc,$^) -o $@
+
+cpp-test: $(COMPUTE_TEST)
+	./$(COMPUTE_TEST)
+
 lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-test: all lint
+test: all lint cpp-test
 	$(PY) -m pytest -n 2 tests
 
 demo: all

@@ -13,6 +13,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 
+def _divide_toward_zero(numerator: int, denominator: int) -> int:
+    # C++ integer division, as TensorFlow computes window sizes.
+    quotient = abs(numerator) // denominator
+    return quotient if numerator >= 0 else -quotient
+
+
 def forward_output_size(
     size: int, filter_size: int, stride: int, dilation: int, padding: str, pads: Tuple[int, int]
 ) -> Tuple[int, int, int]:
@@ -20,9 +26,10 @@ def forward_output_size(
     one dimension, by TensorFlow's rules. ``pads`` is used for EXPLICIT only."""
     effective = (filter_size - 1) * dilation + 1
     if padding == "VALID":
-        return (size - effective + stride) // stride, 0, 0
+        return _divide_toward_zero(size - effective + stride, stride), 0, 0
     if padding == "EXPLICIT":
-        return (size + pads[0] + pads[1] - effective + stride) // stride, pads[0], pads[1]
+        numerator = size + pads[0] + pads[1] - effective + stride
+        return _divide_toward_zero(numerator, stride), pads[0], pads[1]
     out = (size + stride - 1) // stride
     needed = max(0, (out - 1) * stride + effective - size)
     return out, needed // 2, needed - needed // 2
