@@ -31,16 +31,22 @@ SHAPES = [
     ("stride1 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, padding="SAME")),
     ("dilation2 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, dilation=(2, 2), padding="SAME")),
     ("groups4 56x56 64->64 N8", C(8, 56, 56, 64, 64, 3, 3, padding="SAME", groups=4)),
-    ("DCGAN 16x16 NCHW N64", C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME",
-                               data_format="NCHW")),
+    (
+        "DCGAN 16x16 NCHW N64",
+        C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME", data_format="NCHW"),
+    ),
 ]
 
 
 def _op(kind):
     def run(sizes, w, dy, attrs):
-        op = t2d.raw_ops.conv2d_backprop_input if kind == "plugin" else \
-            tf.raw_ops.Conv2DBackpropInput
+        op = (
+            t2d.raw_ops.conv2d_backprop_input
+            if kind == "plugin"
+            else tf.raw_ops.Conv2DBackpropInput
+        )
         return op(input_sizes=sizes, filter=w, out_backprop=dy, **attrs)
+
     return tf.function(run, jit_compile=kind == "xla")
 
 
@@ -54,8 +60,10 @@ def main() -> None:
     kinds = ["plugin", "builtin", "xla"]
     ops = {k: _op(k) for k in kinds}
     results = []
-    print(f"| shape ({args.dtype}) | plugin ms | built-in ms | XLA ms | plugin GFLOP/s | "
-          "vs built-in | vs XLA |")
+    print(
+        f"| shape ({args.dtype}) | plugin ms | built-in ms | XLA ms | plugin GFLOP/s | "
+        "vs built-in | vs XLA |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, config in SHAPES:
         rng = np.random.default_rng(0)
@@ -79,16 +87,18 @@ def main() -> None:
         ms = {k: statistics.median(v) * 1e3 for k, v in available.items()}
         gflops = config.flops() / (ms["plugin"] * 1e-3) / 1e9
 
-        def ratio(kind):
-            return f"{ms[kind] / ms['plugin']:.2f}x" if kind in ms else "fails"
-
-        def fmt(kind):
-            return f"{ms[kind]:.2f}" if kind in ms else "fails"
-
-        print(f"| {name} | {fmt('plugin')} | {fmt('builtin')} | {fmt('xla')} | {gflops:.1f} | "
-              f"{ratio('builtin')} | {ratio('xla')} |")
-        results.append({"shape": name, "config": config.describe(), "dtype": args.dtype,
-                        "median_ms": ms, "plugin_gflops": gflops})
+        cells = [f"{ms[k]:.2f}" if k in ms else "fails" for k in kinds]
+        ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in kinds[1:]]
+        print(f"| {name} | {' | '.join(cells)} | {gflops:.1f} | {' | '.join(ratios)} |")
+        results.append(
+            {
+                "shape": name,
+                "config": config.describe(),
+                "dtype": args.dtype,
+                "median_ms": ms,
+                "plugin_gflops": gflops,
+            }
+        )
     if args.json:
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
         with open(args.json, "w") as f:
