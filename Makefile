@@ -94,9 +94,10 @@ lint: $(REQS_STAMP)
 test: all lint cpp-test
 	$(PY) -m pytest -n 2 tests
 
+# TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all
-	$(PY) -m tf_conv2d_transpose validate
-	$(PY) -m tf_conv2d_transpose compare
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose validate
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose compare
 
 clean:
 	rm -rf build $(LIB) $(BUILD_INFO) $(STAMP_DIR)/.editable.stamp \

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # runs many more random configurations.
 settings.register_profile(
     "default",
-    max_examples=40,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -10,17 +10,14 @@ side by side, calls the built-in rejects on CPU and the plugin runs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Callable, List, Optional, Sequence, Tuple
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tf_conv2d_transpose as t2d  # noqa: E402
-from tf_conv2d_transpose.testing import (  # noqa: E402
+import tf_conv2d_transpose as t2d
+from tf_conv2d_transpose.testing import (
     Conv2DTransposeConfig,
     reference_conv2d_backprop_input,
 )
