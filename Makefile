@@ -1,7 +1,8 @@
 # Build, test and demo of the tf-conv2d-transpose plugin.
 #   make          .venv (unless PYTHON=... is given), pinned requirements, the .so,
 #                 editable install of the package
-#   make test     everything above, then lint and the test suite
+#   make test     everything above, then lint, the sanitizer test of the compute
+#                 layer, the test suite, the Bazel build + tests, a wheel round trip
 #   make demo     everything above, then the validation table and a side-by-side call
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
 
@@ -18,10 +19,12 @@ endif
 
 CXX ?= g++
 PKG := python/tf_conv2d_transpose
-LIB := $(PKG)/_conv2d_transpose_ops.so
-BUILD_INFO := $(PKG)/_build_info.json
+# setup.py overrides these to build a wheel's library in a directory of its own.
+BUILD_DIR ?= build
+LIB ?= $(PKG)/_conv2d_transpose_ops.so
+BUILD_INFO ?= $(PKG)/_build_info.json
 SRC_DIR := tf_custom_op
-OBJ_DIR := build/obj
+OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
 SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc \
         conv2d_transpose_ops.cc conv2d_backprop_input_kernel.cc
@@ -30,14 +33,17 @@ HDRS := $(wildcard $(SRC_DIR)/*.h)
 
 REQS_STAMP := $(STAMP_DIR)/.requirements.stamp
 INSTALL_STAMP := $(STAMP_DIR)/.editable.stamp
-TF_FLAGS := build/tf_flags.mk
+TF_FLAGS := $(BUILD_DIR)/tf_flags.mk
+# What must be in place before TensorFlow is asked for its flags (setup.py
+# empties it: the building environment already has TensorFlow).
+TF_READY ?= $(REQS_STAMP)
 
 # No -march=native: the library must run on any x86-64. TF's include dir is a
 # system dir so its headers' warnings do not drown ours; ours are -Werror.
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo lint cpp-test clean distclean
+.PHONY: all build test demo lint cpp-test bazel wheel-test clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -53,8 +59,8 @@ $(REQS_STAMP): requirements.txt | $(PY)
 	@touch $@
 
 # Compile and link flags come from the TensorFlow the library is built against.
-$(TF_FLAGS): $(REQS_STAMP)
-	@mkdir -p build
+$(TF_FLAGS): $(TF_READY)
+	@mkdir -p $(BUILD_DIR)
 	$(PY) -c "import tensorflow as tf; \
 	c = ' '.join(f.replace('-I', '-isystem ', 1) if f.startswith('-I') else f \
 	             for f in tf.sysconfig.get_compile_flags()); \
@@ -78,7 +84,7 @@ $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	@touch $@
 
 # The TF-free compute layer alone, under AddressSanitizer and UBSan.
-COMPUTE_TEST := build/compute_layer_test
+COMPUTE_TEST := $(BUILD_DIR)/compute_layer_test
 $(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
                  $(SRC_DIR)/conv2d_backprop_input_cpu.cc $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -87,12 +93,42 @@ $(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
 cpp-test: $(COMPUTE_TEST)
 	./$(COMPUTE_TEST)
 
+# The same library and tests through Bazel (offline, Debian's Bazel 4), then
+# the make smoke test on the library Bazel built.
+BAZEL_LIB := build/bazel-bin/python/tf_conv2d_transpose/_conv2d_transpose_ops.so
+bazel: $(REQS_STAMP)
+	tools/install_bazel.sh
+	python_bin=$$($(PY) -c 'import sys; print(sys.executable)'); \
+	bazel test --repo_env=PYTHON_BIN_PATH=$$python_bin //... && \
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library $(BAZEL_LIB); \
+	status=$$?; bazel shutdown; exit $$status
+
+# Wheel round trip: build a wheel here, install it into a fresh venv (which
+# pulls the pinned TensorFlow), run the smoke test there, outside the tree.
+WHEEL_DIR := build/dist
+WHEEL_VENV := build/wheel-venv
+wheel-test: $(REQS_STAMP)
+	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(WHEEL_DIR) .
+	$(PY) -c "import glob, zipfile; w = zipfile.ZipFile(glob.glob('$(WHEEL_DIR)/*.whl')[0]); \
+	  print(w.filename); print(*sorted(n for n in w.namelist() if n.endswith('.so')) ); \
+	  m = next(n for n in w.namelist() if n.endswith('METADATA')); \
+	  print(*[l for l in w.read(m).decode().splitlines() if l.startswith('Requires-Dist')], sep='\n')"
+	$(PY) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet $(WHEEL_DIR)/*.whl
+	cd $(WHEEL_VENV) && TF_CPP_MIN_LOG_LEVEL=3 bin/python ../../tests/smoke.py
+
 lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-test: all lint cpp-test
+# Lint and the sanitizer test, the pytest suite, then the Bazel route and the
+# wheel round trip, one after the other (each already uses both cores).
+test: all
+	$(MAKE) lint cpp-test
 	$(PY) -m pytest -n 2 tests
+	$(MAKE) bazel
+	$(MAKE) wheel-test
 
 # TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all

@@ -9,6 +9,7 @@ with an undefined-symbol error or, worse, a crash.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import types
 from typing import Optional
@@ -17,7 +18,9 @@ import tensorflow as tf
 
 LIBRARY_NAME = "_conv2d_transpose_ops.so"
 BUILD_INFO_NAME = "_build_info.json"
-PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+# Not resolved: under Bazel the sources are symlinks into the source tree while
+# the library sits beside them in the runfiles tree.
+PACKAGE_DIR = pathlib.Path(os.path.dirname(os.path.abspath(__file__)))
 
 _REBUILD_HINT = (
     "Build it from the project root with `make` (or `pip install .`), in the "
