@@ -122,13 +122,13 @@ lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-# Lint and the sanitizer test, the pytest suite, then the Bazel route and the
-# wheel round trip, one after the other (each already uses both cores).
+# Lint and the sanitizer test, the Bazel route, the wheel round trip, then the
+# pytest suite (last, so its summary closes the output), one after the other.
 test: all
 	$(MAKE) lint cpp-test
-	$(PY) -m pytest -n 2 tests
 	$(MAKE) bazel
 	$(MAKE) wheel-test
+	$(PY) -m pytest -n 2 tests
 
 # TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all
