@@ -26,8 +26,8 @@ BUILD_INFO ?= $(PKG)/_build_info.json
 SRC_DIR := tf_custom_op
 OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
-SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc \
-        conv2d_transpose_ops.cc conv2d_backprop_input_kernel.cc
+SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
+        conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
 OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o))
 HDRS := $(wildcard $(SRC_DIR)/*.h)
 
@@ -86,7 +86,8 @@ $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 # The TF-free compute layer alone, under AddressSanitizer and UBSan.
 COMPUTE_TEST := $(BUILD_DIR)/compute_layer_test
 $(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
-                 $(SRC_DIR)/conv2d_backprop_input_cpu.cc $(HDRS) $(TF_FLAGS)
+                 $(SRC_DIR)/conv2d_backprop_input_cpu.cc \
+                 $(SRC_DIR)/conv2d_backprop_filter_cpu.cc $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	  -Wall -Wextra -Werror $(filter %.cc,$^) -o $@
 

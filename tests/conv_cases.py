@@ -9,7 +9,11 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import strategies as st
 
-from tf_conv2d_transpose.testing import Conv2DTransposeConfig, reference_conv2d_backprop_input
+from tf_conv2d_transpose.testing import (
+    Conv2DTransposeConfig,
+    reference_conv2d_backprop_filter,
+    reference_conv2d_backprop_input,
+)
 
 # Channel counts per group that reach every micro-kernel width (1, 4, 8, 16
 # lanes) and the zero-padded tail of a channel block.
@@ -68,46 +72,80 @@ def configs(
     )
 
 
-def random_inputs(config: Conv2DTransposeConfig, dtype: tf.DType, seed: int = 0):
-    """(filter, out_backprop) tensors of `dtype`; small integers for int32."""
-    rng = np.random.default_rng(seed)
+def random_tensor(shape, dtype: tf.DType, rng: np.random.Generator) -> tf.Tensor:
+    """Normal values, or small integers for int32."""
     if dtype == tf.int32:
-        w = rng.integers(-3, 4, config.filter_shape)
-        dy = rng.integers(-3, 4, config.out_backprop_shape)
-    else:
-        w = rng.standard_normal(config.filter_shape)
-        dy = rng.standard_normal(config.out_backprop_shape)
-    return tf.constant(w, dtype), tf.constant(dy, dtype)
+        return tf.constant(rng.integers(-3, 4, shape), dtype)
+    return tf.constant(rng.standard_normal(shape), dtype)
 
 
-def assert_close_to_reference(
-    config: Conv2DTransposeConfig,
-    filters: tf.Tensor,
-    out_backprop: tf.Tensor,
+def random_inputs(config: Conv2DTransposeConfig, dtype: tf.DType, seed: int = 0):
+    """(filter, out_backprop) tensors of `dtype` for `config`."""
+    rng = np.random.default_rng(seed)
+    return (
+        random_tensor(config.filter_shape, dtype, rng),
+        random_tensor(config.out_backprop_shape, dtype, rng),
+    )
+
+
+def assert_within_rounding_bound(
     actual: tf.Tensor,
+    expected: np.ndarray,
+    magnitude: np.ndarray,
+    terms: int,
+    context: str,
     slack: float = 4.0,
 ) -> float:
-    """Checks `actual` against the float64 NumPy reference on the same
-    (already rounded) inputs, with an error bound that scales with the summed
-    magnitudes; int32 must be exact. Returns the max error."""
-    w = filters.numpy().astype(np.float64)
-    dy = out_backprop.numpy().astype(np.float64)
-    expected = reference_conv2d_backprop_input(config, w, dy)
+    """Checks `actual` against the float64 `expected` with an error bound of a
+    sum of `terms` products whose absolute values sum to `magnitude`: one
+    rounding of the result plus `terms` roundings of the accumulator, and the
+    subnormal step of the result's dtype. int32 must be exact. Returns the max
+    error."""
     got = actual.numpy().astype(np.float64)
     assert got.shape == expected.shape, (got.shape, expected.shape)
     if actual.dtype == tf.int32:
         np.testing.assert_array_equal(got, expected)
         return 0.0
-    magnitude = reference_conv2d_backprop_input(config, np.abs(w), np.abs(dy))
     out_eps, acc_eps = _EPS[actual.dtype]
-    terms = config.out_depth // config.groups * config.filter_rows * config.filter_cols
     # Results below the dtype's normal range round to a fixed absolute step.
     subnormal_step = float(ml_dtypes.finfo(actual.dtype.as_numpy_dtype).smallest_subnormal)
     bound = slack * ((out_eps + terms * acc_eps) * magnitude + subnormal_step)
     error = np.abs(got - expected)
     worst = np.unravel_index(np.argmax(error - bound), error.shape) if error.size else None
     assert np.all(error <= bound), (
-        f"{config.describe()} {actual.dtype.name}: error {error[worst]} > bound {bound[worst]} "
-        f"at {worst}"
+        f"{context} {actual.dtype.name}: error {error[worst]} > bound {bound[worst]} at {worst}"
     )
     return float(error.max()) if error.size else 0.0
+
+
+def assert_close_to_reference(
+    config: Conv2DTransposeConfig, filters: tf.Tensor, out_backprop: tf.Tensor, actual: tf.Tensor
+) -> float:
+    """Conv2DBackpropInput result `actual` against the float64 NumPy reference
+    on the same (already rounded) inputs."""
+    w = filters.numpy().astype(np.float64)
+    dy = out_backprop.numpy().astype(np.float64)
+    terms = config.out_depth // config.groups * config.filter_rows * config.filter_cols
+    return assert_within_rounding_bound(
+        actual,
+        reference_conv2d_backprop_input(config, w, dy),
+        reference_conv2d_backprop_input(config, np.abs(w), np.abs(dy)),
+        terms,
+        config.describe(),
+    )
+
+
+def assert_filter_grad_close_to_reference(
+    config: Conv2DTransposeConfig, x: tf.Tensor, out_backprop: tf.Tensor, actual: tf.Tensor
+) -> float:
+    """Conv2DBackpropFilter result `actual` against the float64 NumPy reference."""
+    x64 = x.numpy().astype(np.float64)
+    dy = out_backprop.numpy().astype(np.float64)
+    rows, cols = config.out_size()
+    return assert_within_rounding_bound(
+        actual,
+        reference_conv2d_backprop_filter(config, x64, dy),
+        reference_conv2d_backprop_filter(config, np.abs(x64), np.abs(dy)),
+        config.batch * rows * cols,
+        config.describe(),
+    )

@@ -1,4 +1,4 @@
-"""Same bits every run and for any intra-op thread count."""
+"""Same bits every run and for any intra-op thread count, for both ops."""
 
 import hashlib
 import pathlib
@@ -26,6 +26,10 @@ for dtype, fmt in [(tf.float32, "NHWC"), (tf.bfloat16, "NCHW"), (tf.float64, "NH
     dy = tf.constant(rng.standard_normal(dy_shape), dtype)
     y = t2d.conv2d_transpose(dy, w, shape, 2, data_format=fmt, dilations=1)
     digest.update(y.numpy().tobytes())
+    dw = t2d.raw_ops.conv2d_backprop_filter(
+        input=y, filter_sizes=[5, 5, 12, 30], out_backprop=dy, padding="SAME",
+        strides=[1, 2, 2, 1] if fmt == "NHWC" else [1, 1, 2, 2], data_format=fmt)
+    digest.update(dw.numpy().tobytes())
 print(digest.hexdigest())
 """
 

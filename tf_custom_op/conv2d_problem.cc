@@ -205,11 +205,47 @@ std::string ResolveInputSizes(const ConvAttrs& attrs,
   return "";
 }
 
+std::string CheckOutputSize(const char* label, const char* name,
+                            const std::vector<int64_t>& shape,
+                            int64_t element_bytes) {
+  int64_t bytes = element_bytes;
+  for (int64_t d : shape) {
+    if (d < 0 || MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
+      return Cat(label, ": ", name, " shape ", ShapeString(shape),
+                 " is too large (over ", kMaxOutputBytes, " bytes)");
+    }
+  }
+  return "";
+}
+
+std::string ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
+                               const int32_t* filter_sizes,
+                               std::vector<int64_t>* filter_shape) {
+  if (filter_sizes_dims.size() != 1) {
+    return Cat("Conv2DBackpropFilter: filter_sizes input must be 1-dim, not ",
+               filter_sizes_dims.size());
+  }
+  if (filter_sizes_dims[0] != 4) {
+    return Cat("Conv2DBackpropFilter: filter_sizes must contain 4 values, "
+               "but got: ",
+               filter_sizes_dims[0]);
+  }
+  filter_shape->assign(filter_sizes, filter_sizes + 4);
+  for (int64_t d : *filter_shape) {
+    if (d < 0) {
+      return Cat("Conv2DBackpropFilter: filter_sizes must be non-negative, "
+                 "got ",
+                 ShapeString(*filter_shape));
+    }
+  }
+  return "";
+}
+
 std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                                const std::vector<int64_t>& input_shape,
                                const std::vector<int64_t>& filter_shape,
                                const std::vector<int64_t>& out_backprop_shape,
-                               int64_t element_bytes, ConvProblem* problem) {
+                               ConvProblem* problem) {
   const std::string attr_error = ValidateConvAttrs(attrs);
   if (!attr_error.empty()) return attr_error;
   const struct {
@@ -230,16 +266,6 @@ std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
       }
     }
   }
-  // The input is the tensor this library allocates: bound it before anything
-  // else so that a huge request fails here, not in an allocator.
-  int64_t bytes = element_bytes;
-  for (int64_t d : input_shape) {
-    if (MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
-      return Cat(label, ": input shape ", ShapeString(input_shape),
-                 " is too large (over ", kMaxOutputBytes, " bytes)");
-    }
-  }
-
   const DataFormat f = attrs.data_format;
   ConvProblem p;
   p.data_format = f;

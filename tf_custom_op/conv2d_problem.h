@@ -51,6 +51,7 @@ struct ConvProblem {
   int64_t out_backprop_elements() const {
     return batch * out_rows * out_cols * out_depth;
   }
+  bool nhwc() const { return data_format == DataFormat::kNHWC; }
   // Multiply-adds of the dense computation, times two.
   double flops() const {
     return 2.0 * static_cast<double>(batch) * out_rows * out_cols * out_depth *
@@ -60,9 +61,15 @@ struct ConvProblem {
   std::vector<int64_t> input_shape() const;
 };
 
-// The largest tensor (in bytes) the op agrees to produce. Anything bigger is
+// The largest tensor (in bytes) the ops agree to produce. Anything bigger is
 // rejected up front instead of being handed to an allocator.
 constexpr int64_t kMaxOutputBytes = int64_t{1} << 38;  // 256 GiB
+
+// Checks that a tensor the caller is about to allocate (non-negative dims,
+// `element_bytes` each) stays within kMaxOutputBytes without overflowing.
+std::string CheckOutputSize(const char* label, const char* name,
+                            const std::vector<int64_t>& shape,
+                            int64_t element_bytes);
 
 // Checks the attributes alone (lengths, ranges, explicit padding rules).
 // Returns an empty string when they are valid, else the error message.
@@ -79,15 +86,21 @@ std::string ResolveInputSizes(const ConvAttrs& attrs,
                               const std::vector<int64_t>& out_backprop_shape,
                               std::vector<int64_t>* input_shape);
 
+// Resolves the `filter_sizes` tensor of Conv2DBackpropFilter (1-D, 4
+// non-negative values) into the filter shape.
+std::string ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
+                               const int32_t* filter_sizes,
+                               std::vector<int64_t>* filter_shape);
+
 // Derives and validates the problem from the three tensor shapes (input and
 // out_backprop in data_format order, filter as [rows, cols, in/groups, out]).
-// `label` prefixes messages, e.g. "Conv2DBackpropInput". `element_bytes`
-// bounds the input tensor's size (kMaxOutputBytes).
+// `label` prefixes messages, e.g. "Conv2DBackpropInput". The tensor the
+// caller will allocate must have passed CheckOutputSize first.
 std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                                const std::vector<int64_t>& input_shape,
                                const std::vector<int64_t>& filter_shape,
                                const std::vector<int64_t>& out_backprop_shape,
-                               int64_t element_bytes, ConvProblem* problem);
+                               ConvProblem* problem);
 
 // One spatial dimension of a forward convolution, TensorFlow's rules: the
 // output size and the padding before/after for SAME/VALID/EXPLICIT.

@@ -31,4 +31,36 @@ out_backprop: the gradient of the convolution's output, in data_format order.
 output: the gradient with respect to the convolution's input.
 )doc");
 
+REGISTER_OP("Conv2DTranspose>Conv2DBackpropFilter")
+    .Input("input: T")
+    .Input("filter_sizes: int32")
+    .Input("out_backprop: T")
+    .Output("output: T")
+    .Attr("T: {half, bfloat16, float, double}")
+    .Attr("strides: list(int)")
+    .Attr("use_cudnn_on_gpu: bool = true")
+    .Attr(GetPaddingAttrStringWithExplicit())
+    .Attr(GetExplicitPaddingsAttrString())
+    .Attr(GetConvnetDataFormatAttrString())
+    .Attr("dilations: list(int) = [1, 1, 1, 1]")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      // The output is the filter shape given by `filter_sizes`, of rank 4.
+      shape_inference::ShapeHandle shape;
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(1, &shape));
+      TF_RETURN_IF_ERROR(c->WithRank(shape, 4, &shape));
+      c->set_output(0, shape);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Gradient of a 2-D convolution with respect to its filter (and so the filter
+gradient of the transposed convolution), with CPU support for NCHW, dilations
+and groups.
+
+input: the convolution's input, in data_format order.
+filter_sizes: the filter shape [filter_height, filter_width,
+  in_channels / groups, out_channels].
+out_backprop: the gradient of the convolution's output, in data_format order.
+output: the gradient with respect to the filter.
+)doc");
+
 }  // namespace tensorflow

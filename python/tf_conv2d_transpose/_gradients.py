@@ -1,23 +1,32 @@
-"""Gradient of the plugin's op, registered when the package is imported.
+"""Gradients of the plugin's ops, registered when the package is imported.
 
-d(output)/d(filter) is TensorFlow's ``Conv2DBackpropFilter`` and
-d(output)/d(out_backprop) the forward ``Conv2D``, both with the op's own
-attributes, so the gradient works wherever those built-ins have kernels.
-``input_sizes`` is a shape and gets no gradient.
+They use only the plugin's ops plus TensorFlow's forward ``Conv2D`` (which runs
+on CPU with dilations and groups, in NHWC), so first and higher derivatives
+work in every configuration the ops support, NCHW included:
+
+- conv2d_transpose = Conv2DBackpropInput(filter, dy):
+  d/d(filter) = Conv2DBackpropFilter(grad, dy), d/d(dy) = conv2d(grad, filter).
+- Conv2DBackpropFilter(x, dy):
+  d/d(x) = Conv2DBackpropInput(grad, dy), d/d(dy) = conv2d(x, grad).
+- The forward conv2d used above carries a gradient of its own made of the
+  plugin's ops, so second derivatives (e.g. a gradient penalty) never reach
+  TensorFlow's CPU backprop kernels, which refuse NCHW, dilations and groups.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from tf_conv2d_transpose.raw_ops import CONV2D_BACKPROP_INPUT_OP
+from tf_conv2d_transpose import raw_ops
+
+_NCHW_TO_NHWC = [0, 2, 3, 1]
+_NHWC_TO_NCHW = [0, 3, 1, 2]
 
 
-@tf.RegisterGradient(CONV2D_BACKPROP_INPUT_OP)
-def _conv2d_backprop_input_grad(op: tf.Operation, grad: tf.Tensor) -> List[Optional[tf.Tensor]]:
-    attrs = {
+def _conv_attrs(op: tf.Operation) -> Dict[str, object]:
+    return {
         "strides": op.get_attr("strides"),
         "padding": op.get_attr("padding"),
         "explicit_paddings": op.get_attr("explicit_paddings"),
@@ -25,8 +34,59 @@ def _conv2d_backprop_input_grad(op: tf.Operation, grad: tf.Tensor) -> List[Optio
         "dilations": op.get_attr("dilations"),
         "use_cudnn_on_gpu": op.get_attr("use_cudnn_on_gpu"),
     }
-    filter_grad = tf.raw_ops.Conv2DBackpropFilter(
-        input=grad, filter_sizes=tf.shape(op.inputs[1]), out_backprop=op.inputs[2], **attrs
+
+
+def _builtin_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
+    """TensorFlow's Conv2D; NCHW runs as NHWC between transposes (the CPU
+    kernel only takes NHWC)."""
+    if attrs["data_format"] != "NCHW":
+        return tf.raw_ops.Conv2D(input=x, filter=filters, **attrs)
+    nhwc = dict(attrs, data_format="NHWC")
+    nhwc["strides"] = [attrs["strides"][i] for i in _NCHW_TO_NHWC]
+    nhwc["dilations"] = [attrs["dilations"][i] for i in _NCHW_TO_NHWC]
+    pads = attrs["explicit_paddings"]
+    if pads:
+        nhwc["explicit_paddings"] = [p for i in _NCHW_TO_NHWC for p in pads[2 * i : 2 * i + 2]]
+    y = tf.raw_ops.Conv2D(input=tf.transpose(x, _NCHW_TO_NHWC), filter=filters, **nhwc)
+    return tf.transpose(y, _NHWC_TO_NCHW)
+
+
+def conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
+    """Forward 2-D convolution with the op attributes ``attrs``, differentiable
+    (to any order) through the plugin's backprop ops."""
+
+    @tf.custom_gradient
+    def forward(x: tf.Tensor, filters: tf.Tensor):  # noqa: ANN202 - custom_gradient protocol
+        def backward(grad: tf.Tensor) -> List[tf.Tensor]:
+            return [
+                raw_ops.conv2d_backprop_input(
+                    input_sizes=tf.shape(x), filter=filters, out_backprop=grad, **attrs
+                ),
+                raw_ops.conv2d_backprop_filter(
+                    input=x, filter_sizes=tf.shape(filters), out_backprop=grad, **attrs
+                ),
+            ]
+
+        return _builtin_conv2d(x, filters, attrs), backward
+
+    return forward(x, filters)
+
+
+@tf.RegisterGradient(raw_ops.CONV2D_BACKPROP_INPUT_OP)
+def _conv2d_backprop_input_grad(op: tf.Operation, grad: tf.Tensor) -> List[Optional[tf.Tensor]]:
+    _, filters, out_backprop = op.inputs
+    attrs = _conv_attrs(op)
+    filter_grad = raw_ops.conv2d_backprop_filter(
+        input=grad, filter_sizes=tf.shape(filters), out_backprop=out_backprop, **attrs
     )
-    out_backprop_grad = tf.raw_ops.Conv2D(input=grad, filter=op.inputs[1], **attrs)
-    return [None, filter_grad, out_backprop_grad]
+    return [None, filter_grad, conv2d(grad, filters, attrs)]
+
+
+@tf.RegisterGradient(raw_ops.CONV2D_BACKPROP_FILTER_OP)
+def _conv2d_backprop_filter_grad(op: tf.Operation, grad: tf.Tensor) -> List[Optional[tf.Tensor]]:
+    x, _, out_backprop = op.inputs
+    attrs = _conv_attrs(op)
+    input_grad = raw_ops.conv2d_backprop_input(
+        input_sizes=tf.shape(x), filter=grad, out_backprop=out_backprop, **attrs
+    )
+    return [input_grad, None, conv2d(x, grad, attrs)]

@@ -146,6 +146,54 @@ class Conv2DTransposeConfig:
         return " ".join(parts)
 
 
+def _padded_frame(config: Conv2DTransposeConfig) -> Tuple[int, int, int, int]:
+    """(top, left, rows, cols) of the forward convolution's padded input: big
+    enough for every tap of every out_backprop pixel."""
+    c = config
+    rows, cols = c.out_size()
+    _, top, _ = forward_output_size(
+        c.in_rows, c.filter_rows, c.stride[0], c.dilation[0], c.padding, c.explicit[:2]
+    )
+    _, left, _ = forward_output_size(
+        c.in_cols, c.filter_cols, c.stride[1], c.dilation[1], c.padding, c.explicit[2:]
+    )
+    padded_rows = top + c.in_rows
+    padded_cols = left + c.in_cols
+    if rows > 0 and cols > 0:
+        padded_rows = max(
+            padded_rows, (rows - 1) * c.stride[0] + (c.filter_rows - 1) * c.dilation[0] + 1
+        )
+        padded_cols = max(
+            padded_cols, (cols - 1) * c.stride[1] + (c.filter_cols - 1) * c.dilation[1] + 1
+        )
+    return top, left, padded_rows, padded_cols
+
+
+def _tap_windows(config: Conv2DTransposeConfig):
+    """For each filter tap and group: the slices of the padded input that the
+    tap reads for all out_backprop pixels, and the channel ranges."""
+    c = config
+    rows, cols = c.out_size()
+    cg, cog = c.in_depth // c.groups, c.out_depth // c.groups
+    if rows <= 0 or cols <= 0:
+        return
+    for kh in range(c.filter_rows):
+        r0 = kh * c.dilation[0]
+        for kw in range(c.filter_cols):
+            c0 = kw * c.dilation[1]
+            window = (
+                slice(None),
+                slice(r0, r0 + (rows - 1) * c.stride[0] + 1, c.stride[0]),
+                slice(c0, c0 + (cols - 1) * c.stride[1] + 1, c.stride[1]),
+            )
+            for g in range(c.groups):
+                yield kh, kw, window, slice(g * cg, (g + 1) * cg), slice(g * cog, (g + 1) * cog)
+
+
+def _to_nhwc(config: Conv2DTransposeConfig, array: np.ndarray) -> np.ndarray:
+    return array.transpose(0, 2, 3, 1) if config.nchw else array
+
+
 def reference_conv2d_backprop_input(
     config: Conv2DTransposeConfig,
     filters: np.ndarray,
@@ -156,43 +204,34 @@ def reference_conv2d_backprop_input(
     filter tap, is added into the input pixel that tap read in the forward
     convolution. Returns float64 (or ``accumulate_dtype``) in data_format."""
     c = config
-    dy = np.asarray(out_backprop, dtype=accumulate_dtype)
+    dy = _to_nhwc(c, np.asarray(out_backprop, dtype=accumulate_dtype))
     w = np.asarray(filters, dtype=accumulate_dtype)
-    if c.nchw:
-        dy = dy.transpose(0, 2, 3, 1)
-    rows, cols = c.out_size()
-    _, top, _ = forward_output_size(
-        c.in_rows, c.filter_rows, c.stride[0], c.dilation[0], c.padding, c.explicit[:2]
-    )
-    _, left, _ = forward_output_size(
-        c.in_cols, c.filter_cols, c.stride[1], c.dilation[1], c.padding, c.explicit[2:]
-    )
-    cg, cog = c.in_depth // c.groups, c.out_depth // c.groups
-    # The forward convolution's padded input, big enough for every tap.
-    padded_rows = (
-        max(top + c.in_rows, (rows - 1) * c.stride[0] + 1 + (c.filter_rows - 1) * c.dilation[0])
-        if rows > 0
-        else top + c.in_rows
-    )
-    padded_cols = (
-        max(left + c.in_cols, (cols - 1) * c.stride[1] + 1 + (c.filter_cols - 1) * c.dilation[1])
-        if cols > 0
-        else left + c.in_cols
-    )
+    top, left, padded_rows, padded_cols = _padded_frame(c)
     padded = np.zeros((c.batch, padded_rows, padded_cols, c.in_depth), dtype=accumulate_dtype)
-    if rows > 0 and cols > 0:
-        for kh in range(c.filter_rows):
-            r0 = kh * c.dilation[0]
-            for kw in range(c.filter_cols):
-                c0 = kw * c.dilation[1]
-                for g in range(c.groups):
-                    tap = w[kh, kw, :, g * cog : (g + 1) * cog]  # [cg, cog]
-                    contribution = dy[..., g * cog : (g + 1) * cog] @ tap.T  # [n, rows, cols, cg]
-                    padded[
-                        :,
-                        r0 : r0 + (rows - 1) * c.stride[0] + 1 : c.stride[0],
-                        c0 : c0 + (cols - 1) * c.stride[1] + 1 : c.stride[1],
-                        g * cg : (g + 1) * cg,
-                    ] += contribution
+    for kh, kw, window, in_channels, out_channels in _tap_windows(c):
+        padded[(*window, in_channels)] += dy[..., out_channels] @ w[kh, kw, :, out_channels].T
     result = padded[:, top : top + c.in_rows, left : left + c.in_cols, :]
     return result.transpose(0, 3, 1, 2) if c.nchw else result
+
+
+def reference_conv2d_backprop_filter(
+    config: Conv2DTransposeConfig,
+    x: np.ndarray,
+    out_backprop: np.ndarray,
+    accumulate_dtype: Optional[np.dtype] = np.float64,
+) -> np.ndarray:
+    """Conv2DBackpropFilter by definition: for every tap, the sum over batch
+    and out_backprop pixels of (input pixel the tap read) x (out_backprop
+    pixel). Returns [rows, cols, in_depth / groups, out_depth] in float64."""
+    c = config
+    dy = _to_nhwc(c, np.asarray(out_backprop, dtype=accumulate_dtype))
+    top, left, padded_rows, padded_cols = _padded_frame(c)
+    padded = np.zeros((c.batch, padded_rows, padded_cols, c.in_depth), dtype=accumulate_dtype)
+    padded[:, top : top + c.in_rows, left : left + c.in_cols, :] = _to_nhwc(
+        c, np.asarray(x, dtype=accumulate_dtype)
+    )
+    result = np.zeros(c.filter_shape, dtype=accumulate_dtype)
+    for kh, kw, window, in_channels, out_channels in _tap_windows(c):
+        read = padded[(*window, in_channels)]
+        result[kh, kw, :, out_channels] = np.einsum("nhwi,nhwo->io", read, dy[..., out_channels])
+    return result

@@ -1,6 +1,6 @@
 // Stand-alone test of the TensorFlow-free compute layer, built with
-// AddressSanitizer and UBSan by `make cpp-test`: random problems against a
-// naive scatter reference written here (every output is sized exactly, so
+// AddressSanitizer and UBSan by `make cpp-test`: random problems for both
+// gradient kernels against naive references written here (every output is sized exactly, so
 // any out-of-bounds access is reported), shards run in scrambled order to
 // show tasks are independent, and random malformed shapes/attributes must be
 // rejected by the validation without undefined behaviour.
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../../tf_custom_op/conv2d_backprop_filter_cpu.h"
 #include "../../tf_custom_op/conv2d_backprop_input_cpu.h"
 #include "../../tf_custom_op/conv2d_problem.h"
 
@@ -38,19 +39,22 @@ void ScrambledFor(int64_t total, int64_t, const std::function<void(int64_t, int6
   for (const auto& [begin, end] : shards) work(begin, end);
 }
 
-// The definition: dx[n, h, w, g*cg + ci] += dy[n, oh, ow, g*cog + co] *
-// filter[kh, kw, ci, g*cog + co] where h = oh*stride - pad + kh*dilation.
-std::vector<double> Reference(const ct::ConvProblem& p, const std::vector<double>& filter,
-                              const std::vector<double>& dy) {
+// Calls visit(dy_index, input_index, filter_index) for every (out_backprop
+// element, filter tap, input channel) product of the definition:
+// dx[n, h, w, g*cg + ci] += dy[n, oh, ow, g*cog + co] * filter[kh, kw, ci, g*cog + co]
+// and dfilter[kh, kw, ci, g*cog + co] += x[n, h, w, g*cg + ci] * dy[n, oh, ow, g*cog + co],
+// where h = oh*stride - pad + kh*dilation (likewise w), inside the input.
+template <typename Visit>
+void ForEachProduct(const ct::ConvProblem& p, Visit visit) {
   const bool nhwc = p.data_format == ct::DataFormat::kNHWC;
   const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
-  std::vector<double> dx(p.input_elements(), 0.0);
   for (int64_t n = 0; n < p.batch; ++n)
     for (int64_t oh = 0; oh < p.out_rows; ++oh)
       for (int64_t ow = 0; ow < p.out_cols; ++ow)
         for (int64_t co = 0; co < p.out_depth; ++co) {
-          const double g_dy = nhwc ? dy[((n * p.out_rows + oh) * p.out_cols + ow) * p.out_depth + co]
-                                   : dy[((n * p.out_depth + co) * p.out_rows + oh) * p.out_cols + ow];
+          const int64_t dy_index =
+              nhwc ? ((n * p.out_rows + oh) * p.out_cols + ow) * p.out_depth + co
+                   : ((n * p.out_depth + co) * p.out_rows + oh) * p.out_cols + ow;
           const int64_t g = co / cog;
           for (int64_t kh = 0; kh < p.filter_rows; ++kh)
             for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
@@ -59,42 +63,78 @@ std::vector<double> Reference(const ct::ConvProblem& p, const std::vector<double
               if (h < 0 || h >= p.in_rows || w < 0 || w >= p.in_cols) continue;
               for (int64_t ci = 0; ci < cg; ++ci) {
                 const int64_t c = g * cg + ci;
-                const int64_t i = nhwc ? ((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + c
-                                       : ((n * p.in_depth + c) * p.in_rows + h) * p.in_cols + w;
-                dx[i] += g_dy * filter[((kh * p.filter_cols + kw) * cg + ci) * p.out_depth + co];
+                const int64_t x_index = nhwc ? ((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + c
+                                             : ((n * p.in_depth + c) * p.in_rows + h) * p.in_cols + w;
+                visit(dy_index, x_index, ((kh * p.filter_cols + kw) * cg + ci) * p.out_depth + co);
               }
             }
         }
-  return dx;
 }
 
 template <typename T>
-bool RunOne(const ct::ConvProblem& p, double tolerance) {
-  std::vector<T> filter(p.filter_elements()), dy(p.out_backprop_elements());
-  std::vector<double> filter64(filter.size()), dy64(dy.size());
-  for (size_t i = 0; i < filter.size(); ++i) {
-    filter[i] = static_cast<T>(static_cast<float>(Uniform(-4, 4)) / 2);
-    filter64[i] = static_cast<double>(static_cast<float>(filter[i]));
+std::vector<T> RandomValues(int64_t count, std::vector<double>* exact) {
+  std::vector<T> values(count);
+  exact->resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    values[i] = static_cast<T>(static_cast<float>(Uniform(-4, 4)) / 2);
+    (*exact)[i] = static_cast<double>(static_cast<float>(values[i]));
   }
-  for (size_t i = 0; i < dy.size(); ++i) {
-    dy[i] = static_cast<T>(static_cast<float>(Uniform(-4, 4)) / 2);
-    dy64[i] = static_cast<double>(static_cast<float>(dy[i]));
+  return values;
+}
+
+// Scratch memory as the OpKernel hands it: exactly sized, 64-byte aligned.
+struct Workspace {
+  explicit Workspace(int64_t bytes) : storage(bytes + 64) {}
+  void* data() {
+    return storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
   }
-  const int64_t workspace_bytes = ct::Conv2DBackpropInputCpuWorkspaceBytes<T>(p);
-  std::vector<char> workspace_storage(workspace_bytes + 64);
-  void* workspace = workspace_storage.data() +
-                    (64 - reinterpret_cast<uintptr_t>(workspace_storage.data()) % 64) % 64;
-  std::vector<T> dx(p.input_elements(), static_cast<T>(12345.0f));  // must be overwritten
-  ct::Conv2DBackpropInputCpu<T>(p, filter.data(), dy.data(), dx.data(), workspace, ScrambledFor);
-  const std::vector<double> expected = Reference(p, filter64, dy64);
-  for (size_t i = 0; i < dx.size(); ++i) {
-    const double got = static_cast<double>(static_cast<float>(dx[i]));
-    if (std::abs(got - expected[i]) > tolerance * (1 + std::abs(expected[i]))) {
-      std::printf("MISMATCH at %zu: got %g expected %g\n", i, got, expected[i]);
+  std::vector<char> storage;
+};
+
+template <typename T>
+bool Compare(const std::vector<T>& got, const std::vector<double>& expected, double tolerance,
+             const char* what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double value = static_cast<double>(static_cast<float>(got[i]));
+    if (std::abs(value - expected[i]) > tolerance * (1 + std::abs(expected[i]))) {
+      std::printf("%s MISMATCH at %zu: got %g expected %g\n", what, i, value, expected[i]);
       return false;
     }
   }
   return true;
+}
+
+template <typename T>
+bool RunBackpropInput(const ct::ConvProblem& p, double tolerance) {
+  std::vector<double> filter64, dy64;
+  const std::vector<T> filter = RandomValues<T>(p.filter_elements(), &filter64);
+  const std::vector<T> dy = RandomValues<T>(p.out_backprop_elements(), &dy64);
+  Workspace workspace(ct::Conv2DBackpropInputCpuWorkspaceBytes<T>(p));
+  std::vector<T> dx(p.input_elements(), static_cast<T>(12345.0f));  // must be overwritten
+  ct::Conv2DBackpropInputCpu<T>(p, filter.data(), dy.data(), dx.data(), workspace.data(),
+                                ScrambledFor);
+  std::vector<double> expected(dx.size(), 0.0);
+  ForEachProduct(p, [&](int64_t d, int64_t x, int64_t f) { expected[x] += dy64[d] * filter64[f]; });
+  return Compare(dx, expected, tolerance, "backprop input");
+}
+
+template <typename T>
+bool RunBackpropFilter(const ct::ConvProblem& p, double tolerance) {
+  std::vector<double> x64, dy64;
+  const std::vector<T> x = RandomValues<T>(p.input_elements(), &x64);
+  const std::vector<T> dy = RandomValues<T>(p.out_backprop_elements(), &dy64);
+  Workspace workspace(ct::Conv2DBackpropFilterCpuWorkspaceBytes<T>(p));
+  std::vector<T> dfilter(p.filter_elements(), static_cast<T>(12345.0f));
+  ct::Conv2DBackpropFilterCpu<T>(p, x.data(), dy.data(), dfilter.data(), workspace.data(),
+                                 ScrambledFor);
+  std::vector<double> expected(dfilter.size(), 0.0);
+  ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { expected[f] += x64[xi] * dy64[d]; });
+  return Compare(dfilter, expected, tolerance, "backprop filter");
+}
+
+template <typename T>
+bool RunOne(const ct::ConvProblem& p, double tolerance, bool filter_op) {
+  return filter_op ? RunBackpropFilter<T>(p, tolerance) : RunBackpropInput<T>(p, tolerance);
 }
 
 ct::ConvAttrs RandomValidAttrs(bool nchw) {
@@ -145,7 +185,7 @@ bool RandomProblem(ct::ConvProblem* p) {
   const std::vector<int64_t> dy = nchw ? std::vector<int64_t>{batch, groups * cog, out_rows, out_cols}
                                        : std::vector<int64_t>{batch, out_rows, out_cols, groups * cog};
   const std::string error =
-      ct::ComputeConvProblem("test", attrs, input, {kh, kw, cg, groups * cog}, dy, 4, p);
+      ct::ComputeConvProblem("test", attrs, input, {kh, kw, cg, groups * cog}, dy, p);
   if (!error.empty()) {
     std::printf("unexpected rejection: %s\n", error.c_str());
     std::exit(1);
@@ -177,8 +217,12 @@ int64_t FuzzValidation(int iterations) {
         attrs, {static_cast<int64_t>(sizes.size())}, sizes.data(), filter, dy, &input_shape);
     if (error.empty()) {
       ct::ConvProblem p;
-      error = ct::ComputeConvProblem("fuzz", attrs, input_shape, filter, dy, 4, &p);
-      if (error.empty() && ct::Conv2DBackpropInputCpuWorkspaceBytes<float>(p) < 0) error = "ws";
+      error = ct::CheckOutputSize("fuzz", "input", input_shape, 4);
+      if (error.empty()) error = ct::ComputeConvProblem("fuzz", attrs, input_shape, filter, dy, &p);
+      if (error.empty() && (ct::Conv2DBackpropInputCpuWorkspaceBytes<float>(p) < 0 ||
+                            ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(p) < 0)) {
+        error = "workspace overflow";
+      }
     }
     rejected += !error.empty();
   }
@@ -189,15 +233,18 @@ int64_t FuzzValidation(int iterations) {
 
 int main() {
   int passed = 0, failed = 0;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 800; ++i) {
     ct::ConvProblem p;
     if (!RandomProblem(&p)) continue;
     const int kind = i % 5;
-    const bool ok = kind == 0   ? RunOne<float>(p, 1e-5)
-                    : kind == 1 ? RunOne<double>(p, 1e-12)
-                    : kind == 2 ? RunOne<Eigen::half>(p, 1e-3)
-                    : kind == 3 ? RunOne<Eigen::bfloat16>(p, 1e-2)
-                                : RunOne<int32_t>(p, 0);
+    const bool filter_op = (i / 5) % 2 == 1 && kind != 4;  // no int32 filter gradient
+    // Inputs are multiples of 1/2 in [-2, 2]: exact in every type, and sums
+    // exact in float and double; half and bfloat16 round only the result.
+    const bool ok = kind == 0   ? RunOne<float>(p, 1e-6, filter_op)
+                    : kind == 1 ? RunOne<double>(p, 1e-12, filter_op)
+                    : kind == 2 ? RunOne<Eigen::half>(p, 1e-3, filter_op)
+                    : kind == 3 ? RunOne<Eigen::bfloat16>(p, 1e-2, filter_op)
+                                : RunOne<int32_t>(p, 0, false);
     (ok ? passed : failed)++;
   }
   const int64_t rejected = FuzzValidation(20000);

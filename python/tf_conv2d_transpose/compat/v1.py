@@ -80,3 +80,33 @@ def conv2d_backprop_input(
         dilations=list(dilations),
         name=name,
     )
+
+
+def conv2d_backprop_filter(
+    input: Any,  # noqa: A002 - TensorFlow's argument name
+    filter_sizes: Any,
+    out_backprop: Any,
+    strides: Sequence[int],
+    padding: nn.PaddingArg,
+    use_cudnn_on_gpu: bool = True,
+    data_format: str = "NHWC",
+    dilations: Sequence[int] = (1, 1, 1, 1),
+    name: Optional[str] = None,
+) -> tf.Tensor:
+    """``tf.compat.v1.nn.conv2d_backprop_filter``: the gradient of a 2-D
+    convolution w.r.t. its filter of shape ``filter_sizes``, with 4-element
+    ``strides``/``dilations`` in data_format order and ``padding`` as a string
+    or explicit pairs. Runs on CPU for NCHW, dilations and groups too."""
+    padding, explicit_paddings = nn.convert_padding(padding)
+    return raw_ops.conv2d_backprop_filter(
+        input=input,
+        filter_sizes=nn.output_shape_tensor(filter_sizes),
+        out_backprop=out_backprop,
+        strides=list(strides),
+        padding=padding,
+        use_cudnn_on_gpu=use_cudnn_on_gpu,
+        explicit_paddings=explicit_paddings,
+        data_format=data_format,
+        dilations=list(dilations),
+        name=name,
+    )

@@ -1,0 +1,241 @@
+// Conv2DBackpropFilter on the CPU: dfilter[kh, kw, ci, co] is the sum over
+// batch and out_backprop pixels of input[pixel read by tap (kh, kw)][ci] *
+// out_backprop[pixel][co]. For one out_backprop row and one tap, the input
+// pixels read form a strided run, so each (row, tap, group) is a small dense
+// product acc[ci, co-block] += input_run[:, ci]^T * dy_run[:, co-block],
+// done by the same register-blocked micro-kernel as Conv2DBackpropInput with
+// the out_backprop row packed into channel blocks.
+//
+// The reduction runs over batch * out_rows rows. They are cut into a number
+// of slices that depends on the problem only; each (slice, group) task sums
+// into its own partial buffer, and a last pass adds the slices in order. So
+// results are the same bits for any thread count.
+#include "conv2d_backprop_filter_cpu.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cpu_microkernel.h"
+
+namespace conv2d_transpose {
+namespace {
+
+using cpu::Accumulator;
+using cpu::SelectTapKernel;
+using cpu::TapKernel;
+
+constexpr int64_t kMaxSlices = 16;
+constexpr int64_t kPartialBudgetBytes = int64_t{64} << 20;
+
+struct Layout {
+  int64_t block;   // out channels per block (micro-kernel lanes)
+  int64_t blocks;  // blocks per group
+  int64_t lanes;   // blocks * block
+  int64_t slice_elements;  // partial sums of one slice: groups*rows*cols*cg*lanes
+  int64_t slices;
+
+  template <typename Acc>
+  static Layout For(const ConvProblem& p) {
+    Layout l;
+    const int64_t cog = p.out_depth_per_group();
+    l.block = cpu::BlockWidth<Acc>(cog);
+    l.blocks = (cog + l.block - 1) / l.block;
+    l.lanes = l.blocks * l.block;
+    l.slice_elements = p.groups * p.filter_rows * p.filter_cols *
+                       p.filter_in_depth * l.lanes;
+    const int64_t reduction_rows = std::max<int64_t>(p.batch * p.out_rows, 1);
+    const int64_t budget = std::max<int64_t>(
+        1, kPartialBudgetBytes /
+               std::max<int64_t>(l.slice_elements * sizeof(Acc), 1));
+    l.slices = std::min({reduction_rows, kMaxSlices, budget});
+    return l;
+  }
+};
+
+template <typename T, typename Acc>
+class BackpropFilterTask {
+ public:
+  BackpropFilterTask(const ConvProblem& p, const Layout& l, const T* input,
+                     const T* out_backprop, Acc* partial)
+      : p_(p),
+        l_(l),
+        input_(input),
+        out_backprop_(out_backprop),
+        partial_(partial),
+        tap_kernel_(SelectTapKernel<T, Acc>(l.block)) {}
+
+  int64_t num_tasks() const { return l_.slices * p_.groups; }
+
+  int64_t cost_per_task() const {
+    const int64_t rows = p_.batch * p_.out_rows / l_.slices + 1;
+    return rows * p_.out_cols *
+           (2 * p_.filter_rows * p_.filter_cols * p_.filter_in_depth *
+                l_.lanes +
+            l_.lanes);
+  }
+
+  void Run(int64_t begin, int64_t end) const {
+    std::vector<Acc> packed_row(
+        static_cast<size_t>(l_.blocks * p_.out_cols * l_.block));
+    const int64_t rows = p_.batch * p_.out_rows;
+    const int64_t group_elements = l_.slice_elements / p_.groups;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t slice = task / p_.groups;
+      const int64_t g = task % p_.groups;
+      Acc* acc = partial_ + slice * l_.slice_elements + g * group_elements;
+      std::fill(acc, acc + group_elements, Acc(0));
+      const int64_t row_begin = slice * rows / l_.slices;
+      const int64_t row_end = (slice + 1) * rows / l_.slices;
+      for (int64_t r = row_begin; r < row_end; ++r) {
+        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+        PackOutBackpropRow(n, oh, g, packed_row.data());
+        AccumulateRow(n, oh, g, packed_row.data(), acc);
+      }
+    }
+  }
+
+ private:
+  // packed[b][ow][lane] = out_backprop[n, oh, ow, g*cog + b*block + lane],
+  // zero past the group's channels.
+  void PackOutBackpropRow(int64_t n, int64_t oh, int64_t g, Acc* packed) const {
+    const int64_t cog = p_.out_depth_per_group();
+    const int64_t plane = p_.out_rows * p_.out_cols;
+    for (int64_t b = 0; b < l_.blocks; ++b) {
+      for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
+        for (int64_t lane = 0; lane < l_.block; ++lane) {
+          const int64_t co = b * l_.block + lane;
+          Acc value(0);
+          if (co < cog) {
+            const int64_t c = g * cog + co;
+            value = static_cast<Acc>(
+                p_.nhwc()
+                    ? out_backprop_[((n * p_.out_rows + oh) * p_.out_cols + ow) *
+                                        p_.out_depth +
+                                    c]
+                    : out_backprop_[(n * p_.out_depth + c) * plane +
+                                    oh * p_.out_cols + ow]);
+          }
+          *packed++ = value;
+        }
+      }
+    }
+  }
+
+  void AccumulateRow(int64_t n, int64_t oh, int64_t g, const Acc* packed,
+                     Acc* acc) const {
+    const int64_t cg = p_.filter_in_depth;
+    const int64_t sw = p_.stride_cols;
+    const int64_t channel_stride = p_.nhwc() ? 1 : p_.in_rows * p_.in_cols;
+    const int64_t pixel_step = p_.nhwc() ? sw * p_.in_depth : sw;
+    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+      const int64_t h = oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
+      if (h < 0 || h >= p_.in_rows) continue;
+      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+        // Columns ow whose tap kw reads w = ow*sw - pad_left + kw*dilation
+        // inside [0, in_cols).
+        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
+        const int64_t ow_lo = shift <= 0 ? 0 : (shift + sw - 1) / sw;
+        const int64_t last = p_.in_cols - 1 + shift;
+        if (last < 0) continue;
+        const int64_t ow_hi = std::min(p_.out_cols - 1, last / sw);
+        if (ow_hi < ow_lo) continue;
+        const int64_t w0 = ow_lo * sw - shift;
+        const T* x = p_.nhwc()
+                         ? input_ + ((n * p_.in_rows + h) * p_.in_cols + w0) *
+                                        p_.in_depth +
+                               g * cg
+                         : input_ + ((n * p_.in_depth + g * cg) * p_.in_rows +
+                                     h) * p_.in_cols +
+                               w0;
+        Acc* tap_acc = acc + (kh * p_.filter_cols + kw) * cg * l_.lanes;
+        for (int64_t b = 0; b < l_.blocks; ++b) {
+          tap_kernel_(cg, x, channel_stride, pixel_step, ow_hi - ow_lo + 1,
+                      packed + (b * p_.out_cols + ow_lo) * l_.block,
+                      tap_acc + b * l_.block, l_.lanes);
+        }
+      }
+    }
+  }
+
+  const ConvProblem& p_;
+  const Layout l_;
+  const T* input_;
+  const T* out_backprop_;
+  Acc* partial_;
+  const TapKernel<T, Acc> tap_kernel_;
+};
+
+}  // namespace
+
+template <typename T>
+int64_t Conv2DBackpropFilterCpuWorkspaceBytes(const ConvProblem& p) {
+  using Acc = typename Accumulator<T>::type;
+  if (p.filter_elements() == 0 || p.input_elements() == 0 ||
+      p.out_backprop_elements() == 0) {
+    return 0;
+  }
+  const Layout l = Layout::For<Acc>(p);
+  int64_t bytes = static_cast<int64_t>(sizeof(Acc));
+  for (int64_t f : {l.slices, p.groups, p.filter_rows, p.filter_cols,
+                    p.filter_in_depth, l.lanes}) {
+    if (__builtin_mul_overflow(bytes, f, &bytes)) return -1;
+  }
+  return bytes;
+}
+
+template <typename T>
+void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
+                             const T* out_backprop, T* filter_backprop,
+                             void* workspace, const ParallelFor& parallel_for) {
+  using Acc = typename Accumulator<T>::type;
+  if (p.filter_elements() == 0) return;
+  if (p.input_elements() == 0 || p.out_backprop_elements() == 0) {
+    std::fill(filter_backprop, filter_backprop + p.filter_elements(), T(0));
+    return;
+  }
+  const Layout layout = Layout::For<Acc>(p);
+  Acc* partial = static_cast<Acc*>(workspace);
+  const BackpropFilterTask<T, Acc> task(p, layout, input, out_backprop,
+                                        partial);
+  parallel_for(task.num_tasks(), task.cost_per_task(),
+               [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
+
+  // filter_backprop[kh][kw][ci][g*cog + co] = sum over slices, in order.
+  const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
+  const int64_t taps = p.filter_rows * p.filter_cols;
+  const int64_t group_elements = layout.slice_elements / p.groups;
+  parallel_for(
+      taps * cg, layout.slices * p.out_depth * 2,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int64_t tap = unit / cg, ci = unit % cg;
+          T* out = filter_backprop + unit * p.out_depth;
+          for (int64_t g = 0; g < p.groups; ++g) {
+            const Acc* src = partial + g * group_elements +
+                             (tap * cg + ci) * layout.lanes;
+            for (int64_t co = 0; co < cog; ++co) {
+              Acc sum = src[co];
+              for (int64_t s = 1; s < layout.slices; ++s) {
+                sum += src[s * layout.slice_elements + co];
+              }
+              out[g * cog + co] = static_cast<T>(sum);
+            }
+          }
+        }
+      });
+}
+
+#define INSTANTIATE(T)                                                    \
+  template int64_t Conv2DBackpropFilterCpuWorkspaceBytes<T>(              \
+      const ConvProblem&);                                                \
+  template void Conv2DBackpropFilterCpu<T>(const ConvProblem&, const T*,  \
+                                           const T*, T*, void*,           \
+                                           const ParallelFor&);
+INSTANTIATE(float)
+INSTANTIATE(double)
+INSTANTIATE(Eigen::half)
+INSTANTIATE(Eigen::bfloat16)
+#undef INSTANTIATE
+
+}  // namespace conv2d_transpose
