@@ -28,8 +28,23 @@ OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
 SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
         conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
-OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o))
 HDRS := $(wildcard $(SRC_DIR)/*.h)
+
+# GPU=1 adds the CUDA kernels (system nvcc; SASS for sm_80 and sm_90 plus
+# compute_90 PTX; cudart linked statically so the library needs no
+# libcudart.so). The result still loads into tensorflow-cpu.
+GPU ?=
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+NVCC_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+ifneq ($(GPU),)
+  SRCS += conv2d_gpu_kernels.cc
+  CUDA_SRCS := conv2d_gpu.cu.cc
+  GPU_CFLAGS := -DGOOGLE_CUDA=1 -isystem $(CUDA_HOME)/include
+  GPU_LFLAGS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+endif
+OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o) $(CUDA_SRCS:.cu.cc=.cu.o))
 
 REQS_STAMP := $(STAMP_DIR)/.requirements.stamp
 INSTALL_STAMP := $(STAMP_DIR)/.editable.stamp
@@ -43,7 +58,7 @@ TF_READY ?= $(REQS_STAMP)
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo lint cpp-test bazel wheel-test clean distclean
+.PHONY: all build test demo lint cpp-test bazel wheel-test gpu-test clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -72,10 +87,16 @@ $(TF_FLAGS): $(TF_READY)
 
 $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) -c $< -o $@
+
+# The CUDA compute layer includes no TensorFlow header; Eigen is not needed.
+$(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(OBJ_DIR)
+	$(NVCC) -x cu -std=c++17 -O3 $(NVCC_ARCH) -D_GLIBCXX_USE_CXX11_ABI=1 \
+	  -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings -c $< -o $@
 
 $(LIB): $(OBJS)
-	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) -Wl,--no-undefined -Wl,-O1
+	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(GPU_LFLAGS) -Wl,--no-undefined -Wl,-O1
 	printf '{"tensorflow_version": "%s", "cxx": "%s"}\n' "$(TF_VERSION)" \
 	  "$$($(CXX) --version | head -1)" > $(BUILD_INFO)
 
@@ -119,14 +140,27 @@ wheel-test: $(REQS_STAMP)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet $(WHEEL_DIR)/*.whl
 	cd $(WHEEL_VENV) && TF_CPP_MIN_LOG_LEVEL=3 bin/python ../../tests/smoke.py
 
+# The GPU variant (GPU=1) built into build/gpu/, loaded into tensorflow-cpu
+# (GPU kernels registered, unused) and run through the CPU suite.
+GPU_BUILD := BUILD_DIR=build/gpu LIB=build/gpu/_conv2d_transpose_ops.so \
+             BUILD_INFO=build/gpu/_build_info.json GPU=1
+gpu-test: $(REQS_STAMP)
+	$(MAKE) build $(GPU_BUILD)
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library build/gpu/_conv2d_transpose_ops.so
+	TF_CONV2D_TRANSPOSE_LIBRARY=build/gpu/_conv2d_transpose_ops.so \
+	TF_CONV2D_TRANSPOSE_EXPECT_GPU=1 $(PY) -m pytest -q -n 2 tests/test_kernel_registration.py \
+	  tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py
+
 lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-# Lint and the sanitizer test, the Bazel route, the wheel round trip, then the
+# Lint and the sanitizer test, the GPU variant on the CPU suite, the Bazel
+# route, the wheel round trip, then the
 # pytest suite (last, so its summary closes the output), one after the other.
 test: all
 	$(MAKE) lint cpp-test
+	$(MAKE) gpu-test
 	$(MAKE) bazel
 	$(MAKE) wheel-test
 	$(PY) -m pytest -n 2 tests

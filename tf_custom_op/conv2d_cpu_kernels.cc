@@ -1,65 +1,16 @@
-// The CPU OpKernels of Conv2DTranspose>Conv2DBackpropInput and
-// Conv2DTranspose>Conv2DBackpropFilter: they parse attributes, validate the
-// inputs through the shared problem description, allocate, and hand plain
-// pointers to the compute layer. No math here.
+// CPU launchers and registrations of the plugin's OpKernels: scratch memory
+// from TensorFlow's allocator, work on TensorFlow's intra-op thread pool.
 #include <cstdint>
-#include <string>
-#include <vector>
+#include <functional>
 
 #include "conv2d_backprop_filter_cpu.h"
 #include "conv2d_backprop_input_cpu.h"
-#include "conv2d_problem.h"
-#include "tensorflow/core/framework/op_kernel.h"
+#include "conv2d_kernels.h"
 #include "tensorflow/core/framework/register_types.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/util/padding.h"
-#include "tensorflow/core/util/tensor_format.h"
 
 namespace tensorflow {
+namespace conv2d_kernels {
 namespace {
-
-using conv2d_transpose::ConvAttrs;
-using conv2d_transpose::ConvProblem;
-
-std::vector<int64_t> Dims(const TensorShape& shape) {
-  std::vector<int64_t> dims;
-  for (int i = 0; i < shape.dims(); ++i) dims.push_back(shape.dim_size(i));
-  return dims;
-}
-
-// Reads and checks the attributes shared by the plugin's convolution ops, so
-// that a bad attribute fails when the kernel is built, not at every call.
-absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) {
-  std::vector<int32> strides, dilations;
-  std::string padding, data_format;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &strides));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &dilations));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
-  TF_RETURN_IF_ERROR(
-      ctx->GetAttr("explicit_paddings", &attrs->explicit_paddings));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &data_format));
-  attrs->strides.assign(strides.begin(), strides.end());
-  attrs->dilations.assign(dilations.begin(), dilations.end());
-  if (padding == "SAME") {
-    attrs->padding = conv2d_transpose::Padding::kSame;
-  } else if (padding == "VALID") {
-    attrs->padding = conv2d_transpose::Padding::kValid;
-  } else if (padding == "EXPLICIT") {
-    attrs->padding = conv2d_transpose::Padding::kExplicit;
-  } else {
-    return absl::InvalidArgumentError("Unknown padding type: " + padding);
-  }
-  if (data_format == "NHWC") {
-    attrs->data_format = conv2d_transpose::DataFormat::kNHWC;
-  } else if (data_format == "NCHW") {
-    attrs->data_format = conv2d_transpose::DataFormat::kNCHW;
-  } else {
-    return absl::InvalidArgumentError("Invalid data format: " + data_format);
-  }
-  const std::string error = conv2d_transpose::ValidateConvAttrs(*attrs);
-  if (!error.empty()) return absl::InvalidArgumentError(error);
-  return absl::OkStatus();
-}
 
 conv2d_transpose::ParallelFor WorkerPool(OpKernelContext* ctx) {
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
@@ -69,57 +20,13 @@ conv2d_transpose::ParallelFor WorkerPool(OpKernelContext* ctx) {
   };
 }
 
-// Scratch memory from TensorFlow's allocator (64-byte aligned); null if none.
-absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
-                               Tensor* workspace, void** data) {
-  *data = nullptr;
-  if (bytes < 0) {
-    return absl::InvalidArgumentError("workspace size overflows int64");
-  }
-  if (bytes == 0) return absl::OkStatus();
-  TF_RETURN_IF_ERROR(
-      ctx->allocate_temp(DT_INT8, TensorShape({bytes}), workspace));
-  *data = workspace->flat<int8>().data();
-  return absl::OkStatus();
-}
-
-absl::Status ToStatus(const std::string& error) {
-  return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
-}
+}  // namespace
 
 template <typename T>
-class Conv2DBackpropInputOp : public OpKernel {
- public:
-  explicit Conv2DBackpropInputOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropInput";
-    const Tensor& input_sizes = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    const Tensor& out_backprop = ctx->input(2);
-    const std::vector<int64_t> filter_shape = Dims(filter.shape());
-    const std::vector<int64_t> out_backprop_shape = Dims(out_backprop.shape());
-
-    std::vector<int64_t> input_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveInputSizes(
-                            attrs_, Dims(input_sizes.shape()),
-                            input_sizes.flat<int32>().data(), filter_shape,
-                            out_backprop_shape, &input_shape)));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "input", input_shape, sizeof(T))));
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, input_shape, filter_shape,
-                            out_backprop_shape, &problem)));
-
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape(absl::Span<const int64_t>(
-                                   problem.input_shape())),
-                            &output));
-    if (output->NumElements() == 0) return;
+struct BackpropInputLauncher<CPUDevice, T> {
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
+                  const Tensor& filter, const Tensor& out_backprop,
+                  Tensor* output) {
     Tensor workspace;
     void* workspace_data;
     OP_REQUIRES_OK(
@@ -132,40 +39,13 @@ class Conv2DBackpropInputOp : public OpKernel {
         problem, filter.flat<T>().data(), out_backprop.flat<T>().data(),
         output->flat<T>().data(), workspace_data, WorkerPool(ctx));
   }
-
- private:
-  ConvAttrs attrs_;
 };
 
 template <typename T>
-class Conv2DBackpropFilterOp : public OpKernel {
- public:
-  explicit Conv2DBackpropFilterOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropFilter";
-    const Tensor& input = ctx->input(0);
-    const Tensor& filter_sizes = ctx->input(1);
-    const Tensor& out_backprop = ctx->input(2);
-    std::vector<int64_t> filter_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveFilterSizes(
-                            Dims(filter_sizes.shape()),
-                            filter_sizes.flat<int32>().data(), &filter_shape)));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "filter", filter_shape, sizeof(T))));
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, Dims(input.shape()), filter_shape,
-                            Dims(out_backprop.shape()), &problem)));
-
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape(absl::Span<const int64_t>(
-                                   filter_shape)),
-                            &output));
-    if (output->NumElements() == 0) return;
+struct BackpropFilterLauncher<CPUDevice, T> {
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
+                  const Tensor& input, const Tensor& out_backprop,
+                  Tensor* output) {
     Tensor workspace;
     void* workspace_data;
     OP_REQUIRES_OK(
@@ -178,35 +58,31 @@ class Conv2DBackpropFilterOp : public OpKernel {
         problem, input.flat<T>().data(), out_backprop.flat<T>().data(),
         output->flat<T>().data(), workspace_data, WorkerPool(ctx));
   }
-
- private:
-  ConvAttrs attrs_;
 };
 
-#define REGISTER_CPU(T)                                              \
+#define REGISTER_INPUT(T)                                             \
   REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput") \
                               .Device(DEVICE_CPU)                     \
                               .TypeConstraint<T>("T")                 \
                               .HostMemory("input_sizes"),             \
-                          Conv2DBackpropInputOp<T>);
-TF_CALL_half(REGISTER_CPU);
-TF_CALL_bfloat16(REGISTER_CPU);
-TF_CALL_float(REGISTER_CPU);
-TF_CALL_double(REGISTER_CPU);
-TF_CALL_int32(REGISTER_CPU);
-#undef REGISTER_CPU
-
-#define REGISTER_CPU(T)                                               \
+                          Conv2DBackpropInputOp<CPUDevice, T>);
+#define REGISTER_FILTER(T)                                             \
   REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter") \
                               .Device(DEVICE_CPU)                      \
                               .TypeConstraint<T>("T")                  \
                               .HostMemory("filter_sizes"),             \
-                          Conv2DBackpropFilterOp<T>);
-TF_CALL_half(REGISTER_CPU);
-TF_CALL_bfloat16(REGISTER_CPU);
-TF_CALL_float(REGISTER_CPU);
-TF_CALL_double(REGISTER_CPU);
-#undef REGISTER_CPU
+                          Conv2DBackpropFilterOp<CPUDevice, T>);
+TF_CALL_half(REGISTER_INPUT);
+TF_CALL_bfloat16(REGISTER_INPUT);
+TF_CALL_float(REGISTER_INPUT);
+TF_CALL_double(REGISTER_INPUT);
+TF_CALL_int32(REGISTER_INPUT);
+TF_CALL_half(REGISTER_FILTER);
+TF_CALL_bfloat16(REGISTER_FILTER);
+TF_CALL_float(REGISTER_FILTER);
+TF_CALL_double(REGISTER_FILTER);
+#undef REGISTER_INPUT
+#undef REGISTER_FILTER
 
-}  // namespace
+}  // namespace conv2d_kernels
 }  // namespace tensorflow

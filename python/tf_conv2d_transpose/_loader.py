@@ -18,6 +18,9 @@ import tensorflow as tf
 
 LIBRARY_NAME = "_conv2d_transpose_ops.so"
 BUILD_INFO_NAME = "_build_info.json"
+#: Environment variable naming another library file to load instead (e.g. the
+#: GPU build in build/gpu/); its _build_info.json is read from beside it.
+LIBRARY_ENV = "TF_CONV2D_TRANSPOSE_LIBRARY"
 # Not resolved: under Bazel the sources are symlinks into the source tree while
 # the library sits beside them in the runfiles tree.
 PACKAGE_DIR = pathlib.Path(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +33,8 @@ _REBUILD_HINT = (
 
 def library_path() -> str:
     """Path of the shared library, for ``tf.load_op_library`` users."""
-    return str(PACKAGE_DIR / LIBRARY_NAME)
+    override = os.environ.get(LIBRARY_ENV)
+    return os.path.abspath(override) if override else str(PACKAGE_DIR / LIBRARY_NAME)
 
 
 def built_tensorflow_version(package_dir: pathlib.Path = PACKAGE_DIR) -> Optional[str]:
@@ -52,9 +56,13 @@ def check_compatible(built_version: Optional[str], running_version: str) -> None
         )
 
 
-def load(package_dir: pathlib.Path = PACKAGE_DIR) -> types.ModuleType:
-    """Loads the op library, checking it exists and matches this TensorFlow."""
-    path = package_dir / LIBRARY_NAME
+def load(package_dir: Optional[pathlib.Path] = None) -> types.ModuleType:
+    """Loads the op library, checking it exists and matches this TensorFlow.
+
+    The library is ``package_dir``'s, by default the one beside this package or
+    the file named by ``$TF_CONV2D_TRANSPOSE_LIBRARY``."""
+    path = pathlib.Path(library_path()) if package_dir is None else package_dir / LIBRARY_NAME
+    package_dir = path.parent
     if not path.exists():
         raise ImportError(f"tf_conv2d_transpose's op library {path} is missing. {_REBUILD_HINT}")
     check_compatible(built_tensorflow_version(package_dir), tf.__version__)

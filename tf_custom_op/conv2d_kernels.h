@@ -1,0 +1,168 @@
+// The OpKernels of the plugin's ops, shared by every device: attribute
+// parsing, input validation through the shared problem description, and
+// output allocation. The math is the device's Launcher, specialised in
+// conv2d_cpu_kernels.cc and conv2d_gpu_kernels.cc. Internal, TF-facing.
+#ifndef TF_CONV2D_TRANSPOSE_CONV2D_KERNELS_H_
+#define TF_CONV2D_TRANSPOSE_CONV2D_KERNELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv2d_problem.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace tensorflow {
+namespace conv2d_kernels {
+
+using conv2d_transpose::ConvAttrs;
+using conv2d_transpose::ConvProblem;
+// Device tags of the launchers (Eigen's device types, as TensorFlow uses).
+using CPUDevice = Eigen::ThreadPoolDevice;
+using GPUDevice = Eigen::GpuDevice;
+
+inline std::vector<int64_t> Dims(const TensorShape& shape) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < shape.dims(); ++i) dims.push_back(shape.dim_size(i));
+  return dims;
+}
+
+// Reads and checks the attributes shared by the plugin's convolution ops, so
+// that a bad attribute fails when the kernel is built, not at every call.
+inline absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) {
+  std::vector<int32> strides, dilations;
+  std::string padding, data_format;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &strides));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &dilations));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
+  TF_RETURN_IF_ERROR(
+      ctx->GetAttr("explicit_paddings", &attrs->explicit_paddings));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &data_format));
+  attrs->strides.assign(strides.begin(), strides.end());
+  attrs->dilations.assign(dilations.begin(), dilations.end());
+  if (padding == "SAME") {
+    attrs->padding = conv2d_transpose::Padding::kSame;
+  } else if (padding == "VALID") {
+    attrs->padding = conv2d_transpose::Padding::kValid;
+  } else if (padding == "EXPLICIT") {
+    attrs->padding = conv2d_transpose::Padding::kExplicit;
+  } else {
+    return absl::InvalidArgumentError("Unknown padding type: " + padding);
+  }
+  if (data_format == "NHWC") {
+    attrs->data_format = conv2d_transpose::DataFormat::kNHWC;
+  } else if (data_format == "NCHW") {
+    attrs->data_format = conv2d_transpose::DataFormat::kNCHW;
+  } else {
+    return absl::InvalidArgumentError("Invalid data format: " + data_format);
+  }
+  const std::string error = conv2d_transpose::ValidateConvAttrs(*attrs);
+  if (!error.empty()) return absl::InvalidArgumentError(error);
+  return absl::OkStatus();
+}
+
+// Scratch memory from TensorFlow's allocator (64-byte aligned); null if none.
+inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
+                               Tensor* workspace, void** data) {
+  *data = nullptr;
+  if (bytes < 0) {
+    return absl::InvalidArgumentError("workspace size overflows int64");
+  }
+  if (bytes == 0) return absl::OkStatus();
+  TF_RETURN_IF_ERROR(
+      ctx->allocate_temp(DT_INT8, TensorShape({bytes}), workspace));
+  *data = workspace->flat<int8>().data();
+  return absl::OkStatus();
+}
+
+inline absl::Status ToStatus(const std::string& error) {
+  return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
+}
+
+// What each device provides: Run(ctx, problem, inputs..., output) computes
+// into an allocated, non-empty output and reports errors through ctx.
+template <typename Device, typename T>
+struct BackpropInputLauncher;
+template <typename Device, typename T>
+struct BackpropFilterLauncher;
+
+template <typename Device, typename T>
+class Conv2DBackpropInputOp : public OpKernel {
+ public:
+  explicit Conv2DBackpropInputOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    static constexpr char kLabel[] = "Conv2DBackpropInput";
+    const Tensor& input_sizes = ctx->input(0);
+    const Tensor& filter = ctx->input(1);
+    const Tensor& out_backprop = ctx->input(2);
+    const std::vector<int64_t> filter_shape = Dims(filter.shape());
+    const std::vector<int64_t> out_backprop_shape = Dims(out_backprop.shape());
+    std::vector<int64_t> input_shape;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveInputSizes(
+                            attrs_, Dims(input_sizes.shape()),
+                            input_sizes.flat<int32>().data(), filter_shape,
+                            out_backprop_shape, &input_shape)));
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
+                            kLabel, "input", input_shape, sizeof(T))));
+    ConvProblem problem;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
+                            kLabel, attrs_, input_shape, filter_shape,
+                            out_backprop_shape, &problem)));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape(absl::Span<const int64_t>(
+                                   problem.input_shape())),
+                            &output));
+    if (output->NumElements() == 0) return;
+    BackpropInputLauncher<Device, T>::Run(ctx, problem, filter, out_backprop,
+                                          output);
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+template <typename Device, typename T>
+class Conv2DBackpropFilterOp : public OpKernel {
+ public:
+  explicit Conv2DBackpropFilterOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    static constexpr char kLabel[] = "Conv2DBackpropFilter";
+    const Tensor& input = ctx->input(0);
+    const Tensor& filter_sizes = ctx->input(1);
+    const Tensor& out_backprop = ctx->input(2);
+    std::vector<int64_t> filter_shape;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveFilterSizes(
+                            Dims(filter_sizes.shape()),
+                            filter_sizes.flat<int32>().data(), &filter_shape)));
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
+                            kLabel, "filter", filter_shape, sizeof(T))));
+    ConvProblem problem;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
+                            kLabel, attrs_, Dims(input.shape()), filter_shape,
+                            Dims(out_backprop.shape()), &problem)));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape(absl::Span<const int64_t>(
+                                   filter_shape)),
+                            &output));
+    if (output->NumElements() == 0) return;
+    BackpropFilterLauncher<Device, T>::Run(ctx, problem, input, out_backprop,
+                                           output);
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+}  // namespace conv2d_kernels
+}  // namespace tensorflow
+
+#endif  // TF_CONV2D_TRANSPOSE_CONV2D_KERNELS_H_
