@@ -3,7 +3,8 @@
 #                 editable install of the package
 #   make test     everything above, then lint, the sanitizer test of the compute
 #                 layer, the test suite, the Bazel build + tests, a wheel round trip
-#   make demo     everything above, then the validation table and a side-by-side call
+#   make demo     everything above, then the validation table, a side-by-side call and
+#                 the digits autoencoder trained with the Keras layer
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
@@ -169,6 +170,7 @@ test: all
 demo: all
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose validate
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose compare
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose demo
 
 clean:
 	rm -rf build $(LIB) $(BUILD_INFO) $(STAMP_DIR)/.editable.stamp \

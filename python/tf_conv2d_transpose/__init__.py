@@ -2,14 +2,16 @@
 
 Importing the package loads the op library (``Conv2DTranspose>Conv2DBackpropInput``)
 and registers its gradient. Use :func:`conv2d_transpose` like
-``tf.nn.conv2d_transpose``; :mod:`compat.v1` has the v1 signatures and
-:mod:`raw_ops` the generated op wrapper.
+``tf.nn.conv2d_transpose``; :mod:`compat.v1` has the v1 signatures,
+:mod:`raw_ops` the generated op wrappers and :mod:`layers` the Keras layer
+``layers.Conv2DTranspose``.
 """
 
-from tf_conv2d_transpose import _gradients, compat, raw_ops  # noqa: F401 - registers the gradient
+# Importing _gradients registers the gradients, layers the Keras layer.
+from tf_conv2d_transpose import _gradients, compat, layers, raw_ops  # noqa: F401
 from tf_conv2d_transpose._loader import library_path
 from tf_conv2d_transpose.nn import conv2d_transpose
 
 __version__ = "0.1.0"
 
-__all__ = ["compat", "conv2d_transpose", "library_path", "raw_ops", "__version__"]
+__all__ = ["compat", "conv2d_transpose", "layers", "library_path", "raw_ops", "__version__"]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tf_conv2d_transpose {validate,compare}``.
+"""Command line: ``python -m tf_conv2d_transpose {validate,compare,demo}``.
 
 ``validate`` runs a grid of configurations in every dtype and compares the
 plugin with TensorFlow's built-in kernel, or with the built-in under XLA where
@@ -234,7 +234,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     validate_parser = commands.add_parser("validate", help="compare with the built-in and XLA")
     validate_parser.add_argument("--quick", action="store_true", help="a third of the grid")
     commands.add_parser("compare", help="calls the built-in rejects, side by side")
-    args = parser.parse_args(argv)
+    commands.add_parser(
+        "demo", add_help=False, help="float64 autoencoder on the bundled digits (demo --help)"
+    )
+    args, demo_args = parser.parse_known_args(argv)
+    if args.command == "demo":
+        from tf_conv2d_transpose import demo
+
+        return demo.main(demo_args)
+    if demo_args:
+        parser.error(f"unrecognized arguments: {' '.join(demo_args)}")
     if args.command == "validate":
         ok = validate(quick=args.quick)
     else:
