@@ -29,7 +29,8 @@ OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
 SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
         conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
-HDRS := $(wildcard $(SRC_DIR)/*.h)
+# cc_ops.h is the C++ client API (tests/cpp/client.mk), not part of the plugin.
+HDRS := $(filter-out $(SRC_DIR)/cc_ops.h,$(wildcard $(SRC_DIR)/*.h))
 
 # GPU=1 adds the CUDA kernels (system nvcc; SASS for sm_80 and sm_90 plus
 # compute_90 PTX; cudart linked statically so the library needs no
@@ -142,11 +143,13 @@ wheel-test: $(REQS_STAMP)
 	cd $(WHEEL_VENV) && TF_CPP_MIN_LOG_LEVEL=3 bin/python ../../tests/smoke.py
 
 # The GPU variant (GPU=1) built into build/gpu/, loaded into tensorflow-cpu
-# (GPU kernels registered, unused) and run through the CPU suite.
+# (GPU kernels registered, unused) and run through the CPU suite; and the
+# TF-free GPU harness that tests/gpu/device_check.sh runs on a GPU machine.
 GPU_BUILD := BUILD_DIR=build/gpu LIB=build/gpu/_conv2d_transpose_ops.so \
              BUILD_INFO=build/gpu/_build_info.json GPU=1
 gpu-test: $(REQS_STAMP)
 	$(MAKE) build $(GPU_BUILD)
+	tests/gpu/build_harness.sh build/gpu/harness.so
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library build/gpu/_conv2d_transpose_ops.so
 	TF_CONV2D_TRANSPOSE_LIBRARY=build/gpu/_conv2d_transpose_ops.so \
 	TF_CONV2D_TRANSPOSE_EXPECT_GPU=1 $(PY) -m pytest -q -n 2 tests/test_kernel_registration.py \
@@ -156,11 +159,12 @@ lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-# Lint and the sanitizer test, the GPU variant on the CPU suite, the Bazel
+# Lint, the sanitizer test, the C++ client test (wrappers + SavedModel through
+# the C API), the GPU variant on the CPU suite, the Bazel
 # route, the wheel round trip, then the
 # pytest suite (last, so its summary closes the output), one after the other.
 test: all
-	$(MAKE) lint cpp-test
+	$(MAKE) lint cpp-test cpp-client-test
 	$(MAKE) gpu-test
 	$(MAKE) bazel
 	$(MAKE) wheel-test
@@ -179,3 +183,5 @@ clean:
 
 distclean: clean
 	rm -rf .venv
+
+include tests/cpp/client.mk

@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "tensorflow/cc/ops/const_op.h"  // AsNodeOut
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/graph/node_builder.h"
-#include "tensorflow/core/platform/errors.h"
 
 namespace conv2d_transpose {
 namespace ops {
@@ -24,8 +24,8 @@ Conv2DBackpropOp::Conv2DBackpropOp(
   // the fix is loading the plugin, which a C++ program must do itself.
   const tensorflow::OpRegistrationData* registration = nullptr;
   if (!tensorflow::OpRegistry::Global()->LookUp(op_type, &registration).ok()) {
-    scope.UpdateStatus(tensorflow::errors::NotFound(
-        "Op type not registered '", op_type,
+    scope.UpdateStatus(absl::NotFoundError(
+        std::string("Op type not registered '") + op_type +
         "': load the plugin library _conv2d_transpose_ops.so first "
         "(TF_LoadLibrary, or import tf_conv2d_transpose in Python)"));
     return;
