@@ -28,7 +28,14 @@ SRC_DIR := tf_custom_op
 OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
 SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
-        conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
+        cpu_dispatch.cc conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
+# The micro-kernel, once per instruction set (picked at run time by
+# cpu_dispatch.cc; the library itself still runs on any x86-64).
+ISA_FLAGS_generic :=
+ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
+ISA_FLAGS_avx512 := -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mf16c \
+                    -mprefer-vector-width=512
+ISA_OBJS = $(foreach isa,generic avx2 avx512,$(OBJ_DIR)/cpu_tap_kernels_$(isa).o)
 # cc_ops.h is the C++ client API (tests/cpp/client.mk), not part of the plugin.
 HDRS := $(filter-out $(SRC_DIR)/cc_ops.h,$(wildcard $(SRC_DIR)/*.h))
 
@@ -46,7 +53,7 @@ ifneq ($(GPU),)
   GPU_CFLAGS := -DGOOGLE_CUDA=1 -isystem $(CUDA_HOME)/include
   GPU_LFLAGS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
 endif
-OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o) $(CUDA_SRCS:.cu.cc=.cu.o))
+OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o) $(CUDA_SRCS:.cu.cc=.cu.o)) $(ISA_OBJS)
 
 REQS_STAMP := $(STAMP_DIR)/.requirements.stamp
 INSTALL_STAMP := $(STAMP_DIR)/.editable.stamp
@@ -91,6 +98,10 @@ $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
 	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) -c $< -o $@
 
+$(OBJ_DIR)/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(OBJ_DIR)
+	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) -c $< -o $@
+
 # The CUDA compute layer includes no TensorFlow header; Eigen is not needed.
 $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
@@ -108,14 +119,21 @@ $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 
 # The TF-free compute layer alone, under AddressSanitizer and UBSan.
 COMPUTE_TEST := $(BUILD_DIR)/compute_layer_test
+SANITIZE := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all
+$(BUILD_DIR)/sanitize/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(BUILD_DIR)/sanitize
+	$(CXX) $(TF_CFLAGS) $(SANITIZE) -Wall -Wextra -Werror -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) \
+	  -c $< -o $@
 $(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
                  $(SRC_DIR)/conv2d_backprop_input_cpu.cc \
-                 $(SRC_DIR)/conv2d_backprop_filter_cpu.cc $(HDRS) $(TF_FLAGS)
-	$(CXX) $(TF_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  -Wall -Wextra -Werror $(filter %.cc,$^) -o $@
+                 $(SRC_DIR)/conv2d_backprop_filter_cpu.cc $(SRC_DIR)/cpu_dispatch.cc \
+                 $(foreach isa,generic avx2 avx512,$(BUILD_DIR)/sanitize/cpu_tap_kernels_$(isa).o) \
+                 $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) $(SANITIZE) -Wall -Wextra -Werror $(filter %.cc %.o,$^) -o $@
 
+# Every micro-kernel this CPU can run, each under the sanitizers.
 cpp-test: $(COMPUTE_TEST)
-	./$(COMPUTE_TEST)
+	for isa in generic avx2 avx512; do CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
 
 # The same library and tests through Bazel (offline, Debian's Bazel 4), then
 # the make smoke test on the library Bazel built.

@@ -30,82 +30,24 @@ struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
-// acc[r*acc_stride + c] += sum_co dy[r*pixel_stride + co*channel_stride] *
-// w[co*kBlock + c] for r < rows, c < kBlock. Four rows at a time share each
-// filter load; kBlock lanes stay in registers across the whole co loop.
-template <typename T, typename Acc, int kBlock>
-void AccumulateTap(int64_t rows, const T* dy, int64_t pixel_stride,
-                   int64_t channel_stride, int64_t channels, const Acc* w,
-                   Acc* acc, int64_t acc_stride) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    Acc* o0 = acc + r * acc_stride;
-    Acc* o1 = o0 + acc_stride;
-    Acc* o2 = o1 + acc_stride;
-    Acc* o3 = o2 + acc_stride;
-    Acc a0[kBlock], a1[kBlock], a2[kBlock], a3[kBlock];
-    for (int c = 0; c < kBlock; ++c) {
-      a0[c] = o0[c];
-      a1[c] = o1[c];
-      a2[c] = o2[c];
-      a3[c] = o3[c];
-    }
-    const T* d0 = dy + r * pixel_stride;
-    const T* d1 = d0 + pixel_stride;
-    const T* d2 = d1 + pixel_stride;
-    const T* d3 = d2 + pixel_stride;
-    for (int64_t co = 0; co < channels; ++co) {
-      const Acc* wr = w + co * kBlock;
-      const int64_t off = co * channel_stride;
-      const Acc x0 = static_cast<Acc>(d0[off]);
-      const Acc x1 = static_cast<Acc>(d1[off]);
-      const Acc x2 = static_cast<Acc>(d2[off]);
-      const Acc x3 = static_cast<Acc>(d3[off]);
-      for (int c = 0; c < kBlock; ++c) {
-        a0[c] += x0 * wr[c];
-        a1[c] += x1 * wr[c];
-        a2[c] += x2 * wr[c];
-        a3[c] += x3 * wr[c];
-      }
-    }
-    for (int c = 0; c < kBlock; ++c) {
-      o0[c] = a0[c];
-      o1[c] = a1[c];
-      o2[c] = a2[c];
-      o3[c] = a3[c];
-    }
-  }
-  for (; r < rows; ++r) {
-    Acc* o = acc + r * acc_stride;
-    Acc a[kBlock];
-    for (int c = 0; c < kBlock; ++c) a[c] = o[c];
-    const T* d = dy + r * pixel_stride;
-    for (int64_t co = 0; co < channels; ++co) {
-      const Acc* wr = w + co * kBlock;
-      const Acc x = static_cast<Acc>(d[co * channel_stride]);
-      for (int c = 0; c < kBlock; ++c) a[c] += x * wr[c];
-    }
-    for (int c = 0; c < kBlock; ++c) o[c] = a[c];
-  }
-}
-
+// acc[r*acc_stride + c] += sum_k dy[r*pixel_stride + k*channel_stride] *
+// w[k*block + c] for r < rows, c < block: the micro-kernel every CPU kernel
+// is built from. Implemented per instruction set in cpu_tap_kernels.cc.
 template <typename T, typename Acc>
-using TapKernel = void (*)(int64_t, const T*, int64_t, int64_t, int64_t,
-                           const Acc*, Acc*, int64_t);
+using TapKernel = void (*)(int64_t rows, const T* dy, int64_t pixel_stride,
+                           int64_t channel_stride, int64_t channels,
+                           const Acc* w, Acc* acc, int64_t acc_stride);
 
+// The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
+// set this CPU has (AVX-512, AVX2+FMA+F16C, or baseline x86-64), chosen once
+// at run time; CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512 forces one (if
+// the CPU has it). Results are deterministic for a given choice.
 template <typename T, typename Acc>
-TapKernel<T, Acc> SelectTapKernel(int64_t block) {
-  switch (block) {
-    case 16:
-      return &AccumulateTap<T, Acc, 16>;
-    case 8:
-      return &AccumulateTap<T, Acc, 8>;
-    case 4:
-      return &AccumulateTap<T, Acc, 4>;
-    default:
-      return &AccumulateTap<T, Acc, 1>;
-  }
-}
+TapKernel<T, Acc> SelectTapKernel(int64_t block);
+
+// Name of the instruction set SelectTapKernel uses: "avx512", "avx2" or
+// "generic".
+const char* CpuKernelIsa();
 
 // Lanes of one channel block for `channels` channels: the micro-kernel's
 // register width, never much wider than the channels it covers.

@@ -17,6 +17,7 @@
 #include "../../tf_custom_op/conv2d_backprop_filter_cpu.h"
 #include "../../tf_custom_op/conv2d_backprop_input_cpu.h"
 #include "../../tf_custom_op/conv2d_problem.h"
+#include "../../tf_custom_op/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
 
@@ -229,6 +230,25 @@ int64_t FuzzValidation(int iterations) {
   return rejected;
 }
 
+// Every half and bfloat16 bit pattern goes through the active micro-kernel
+// (x * 1 + 0) and must widen exactly as Eigen (TensorFlow) converts it.
+template <typename T>
+int64_t WideningMismatches() {
+  const auto kernel = ct::cpu::SelectTapKernel<T, float>(1);
+  int64_t mismatches = 0;
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const uint16_t raw = static_cast<uint16_t>(bits);
+    const T value = Eigen::numext::bit_cast<T>(raw);
+    const float one = 1.0f;
+    float acc = 0.0f;
+    kernel(1, &value, 1, 1, 1, &one, &acc, 1);
+    const float expected = static_cast<float>(value);
+    const bool same = std::isnan(expected) ? std::isnan(acc) : acc == expected;
+    mismatches += !same;
+  }
+  return mismatches;
+}
+
 }  // namespace
 
 int main() {
@@ -248,9 +268,15 @@ int main() {
     (ok ? passed : failed)++;
   }
   const int64_t rejected = FuzzValidation(20000);
-  std::printf("compute layer: %d problems checked, %d mismatches; validation fuzz: 20000 calls, "
+  for (const int64_t widening : {WideningMismatches<Eigen::half>(),
+                                 WideningMismatches<Eigen::bfloat16>()}) {
+    std::printf("half/bfloat16 widening: 65536 patterns, %lld mismatches\n",
+                static_cast<long long>(widening));
+    (widening == 0 ? passed : failed)++;
+  }
+  std::printf("compute layer (%s micro-kernel): %d problems checked, %d mismatches; validation fuzz: 20000 calls, "
               "%lld rejected cleanly\n",
-              passed + failed, failed, static_cast<long long>(rejected));
+              ct::cpu::CpuKernelIsa(), passed + failed, failed, static_cast<long long>(rejected));
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,95 @@
+// Run-time choice of the micro-kernel's instruction set (baseline flags).
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu_microkernel.h"
+
+namespace conv2d_transpose {
+namespace cpu {
+
+#define DECLARE_ISA(isa)                                 \
+  namespace isa {                                        \
+  template <typename T, typename Acc>                    \
+  TapKernel<T, Acc> SelectTapKernel(int64_t block);      \
+  }
+DECLARE_ISA(generic)
+DECLARE_ISA(avx2)
+DECLARE_ISA(avx512)
+#undef DECLARE_ISA
+
+namespace {
+
+enum class Isa { kGeneric, kAvx2, kAvx512 };
+
+bool Supported(Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("fma");
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::kGeneric:
+      return true;
+  }
+  return false;
+}
+
+Isa Choose() {
+  const char* forced = std::getenv("CONV2D_TRANSPOSE_CPU_ISA");
+  if (forced != nullptr) {
+    if (std::strcmp(forced, "generic") == 0) return Isa::kGeneric;
+    if (std::strcmp(forced, "avx2") == 0 && Supported(Isa::kAvx2)) return Isa::kAvx2;
+    if (std::strcmp(forced, "avx512") == 0 && Supported(Isa::kAvx512)) {
+      return Isa::kAvx512;
+    }
+  }
+  if (Supported(Isa::kAvx512)) return Isa::kAvx512;
+  if (Supported(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kGeneric;
+}
+
+Isa Chosen() {
+  static const Isa isa = Choose();
+  return isa;
+}
+
+}  // namespace
+
+template <typename T, typename Acc>
+TapKernel<T, Acc> SelectTapKernel(int64_t block) {
+  switch (Chosen()) {
+    case Isa::kAvx512:
+      return avx512::SelectTapKernel<T, Acc>(block);
+    case Isa::kAvx2:
+      return avx2::SelectTapKernel<T, Acc>(block);
+    case Isa::kGeneric:
+      break;
+  }
+  return generic::SelectTapKernel<T, Acc>(block);
+}
+
+const char* CpuKernelIsa() {
+  switch (Chosen()) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kGeneric:
+      break;
+  }
+  return "generic";
+}
+
+template TapKernel<float, float> SelectTapKernel<float, float>(int64_t);
+template TapKernel<double, double> SelectTapKernel<double, double>(int64_t);
+template TapKernel<Eigen::half, float> SelectTapKernel<Eigen::half, float>(int64_t);
+template TapKernel<Eigen::bfloat16, float> SelectTapKernel<Eigen::bfloat16, float>(
+    int64_t);
+template TapKernel<int32_t, uint32_t> SelectTapKernel<int32_t, uint32_t>(int64_t);
+
+}  // namespace cpu
+}  // namespace conv2d_transpose
