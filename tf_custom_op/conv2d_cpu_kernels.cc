@@ -6,7 +6,6 @@
 #include "conv2d_backprop_filter_cpu.h"
 #include "conv2d_backprop_input_cpu.h"
 #include "conv2d_kernels.h"
-#include "tensorflow/core/framework/register_types.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {
@@ -22,22 +21,32 @@ conv2d_transpose::ParallelFor WorkerPool(OpKernelContext* ctx) {
 
 }  // namespace
 
+// Allocates the compute function's workspace, then runs it on the pool.
+template <typename T, typename Compute>
+void RunOnCpu(OpKernelContext* ctx, int64_t workspace_bytes, const Tensor& a,
+              const Tensor& b, Tensor* output, Compute compute) {
+  Tensor workspace;
+  void* workspace_data;
+  OP_REQUIRES_OK(ctx, AllocateWorkspace(ctx, workspace_bytes, &workspace,
+                                        &workspace_data));
+  compute(a.flat<T>().data(), b.flat<T>().data(), output->flat<T>().data(),
+          workspace_data, WorkerPool(ctx));
+}
+
 template <typename T>
 struct BackpropInputLauncher<CPUDevice, T> {
   static void Run(OpKernelContext* ctx, const ConvProblem& problem,
                   const Tensor& filter, const Tensor& out_backprop,
                   Tensor* output) {
-    Tensor workspace;
-    void* workspace_data;
-    OP_REQUIRES_OK(
-        ctx, AllocateWorkspace(
-                 ctx,
-                 conv2d_transpose::Conv2DBackpropInputCpuWorkspaceBytes<T>(
-                     problem),
-                 &workspace, &workspace_data));
-    conv2d_transpose::Conv2DBackpropInputCpu<T>(
-        problem, filter.flat<T>().data(), out_backprop.flat<T>().data(),
-        output->flat<T>().data(), workspace_data, WorkerPool(ctx));
+    RunOnCpu<T>(
+        ctx,
+        conv2d_transpose::Conv2DBackpropInputCpuWorkspaceBytes<T>(problem),
+        filter, out_backprop, output,
+        [&problem](const T* f, const T* dy, T* dx, void* workspace,
+                   const conv2d_transpose::ParallelFor& pool) {
+          conv2d_transpose::Conv2DBackpropInputCpu<T>(problem, f, dy, dx,
+                                                      workspace, pool);
+        });
   }
 };
 
@@ -46,43 +55,19 @@ struct BackpropFilterLauncher<CPUDevice, T> {
   static void Run(OpKernelContext* ctx, const ConvProblem& problem,
                   const Tensor& input, const Tensor& out_backprop,
                   Tensor* output) {
-    Tensor workspace;
-    void* workspace_data;
-    OP_REQUIRES_OK(
-        ctx, AllocateWorkspace(
-                 ctx,
-                 conv2d_transpose::Conv2DBackpropFilterCpuWorkspaceBytes<T>(
-                     problem),
-                 &workspace, &workspace_data));
-    conv2d_transpose::Conv2DBackpropFilterCpu<T>(
-        problem, input.flat<T>().data(), out_backprop.flat<T>().data(),
-        output->flat<T>().data(), workspace_data, WorkerPool(ctx));
+    RunOnCpu<T>(
+        ctx,
+        conv2d_transpose::Conv2DBackpropFilterCpuWorkspaceBytes<T>(problem),
+        input, out_backprop, output,
+        [&problem](const T* x, const T* dy, T* dw, void* workspace,
+                   const conv2d_transpose::ParallelFor& pool) {
+          conv2d_transpose::Conv2DBackpropFilterCpu<T>(problem, x, dy, dw,
+                                                       workspace, pool);
+        });
   }
 };
 
-#define REGISTER_INPUT(T)                                             \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput") \
-                              .Device(DEVICE_CPU)                     \
-                              .TypeConstraint<T>("T")                 \
-                              .HostMemory("input_sizes"),             \
-                          Conv2DBackpropInputOp<CPUDevice, T>);
-#define REGISTER_FILTER(T)                                             \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter") \
-                              .Device(DEVICE_CPU)                      \
-                              .TypeConstraint<T>("T")                  \
-                              .HostMemory("filter_sizes"),             \
-                          Conv2DBackpropFilterOp<CPUDevice, T>);
-TF_CALL_half(REGISTER_INPUT);
-TF_CALL_bfloat16(REGISTER_INPUT);
-TF_CALL_float(REGISTER_INPUT);
-TF_CALL_double(REGISTER_INPUT);
-TF_CALL_int32(REGISTER_INPUT);
-TF_CALL_half(REGISTER_FILTER);
-TF_CALL_bfloat16(REGISTER_FILTER);
-TF_CALL_float(REGISTER_FILTER);
-TF_CALL_double(REGISTER_FILTER);
-#undef REGISTER_INPUT
-#undef REGISTER_FILTER
+CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_CPU, CPUDevice);
 
 }  // namespace conv2d_kernels
 }  // namespace tensorflow

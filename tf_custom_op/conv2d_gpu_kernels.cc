@@ -13,7 +13,6 @@
 
 #include "conv2d_gpu.h"
 #include "conv2d_kernels.h"
-#include "tensorflow/core/framework/register_types.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {
@@ -80,29 +79,7 @@ struct BackpropFilterLauncher<GPUDevice, T> {
   }
 };
 
-#define REGISTER_INPUT(T)                                             \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput") \
-                              .Device(DEVICE_GPU)                     \
-                              .TypeConstraint<T>("T")                 \
-                              .HostMemory("input_sizes"),             \
-                          Conv2DBackpropInputOp<GPUDevice, T>);
-#define REGISTER_FILTER(T)                                             \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter") \
-                              .Device(DEVICE_GPU)                      \
-                              .TypeConstraint<T>("T")                  \
-                              .HostMemory("filter_sizes"),             \
-                          Conv2DBackpropFilterOp<GPUDevice, T>);
-TF_CALL_half(REGISTER_INPUT);
-TF_CALL_bfloat16(REGISTER_INPUT);
-TF_CALL_float(REGISTER_INPUT);
-TF_CALL_double(REGISTER_INPUT);
-TF_CALL_int32(REGISTER_INPUT);
-TF_CALL_half(REGISTER_FILTER);
-TF_CALL_bfloat16(REGISTER_FILTER);
-TF_CALL_float(REGISTER_FILTER);
-TF_CALL_double(REGISTER_FILTER);
-#undef REGISTER_INPUT
-#undef REGISTER_FILTER
+CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_GPU, GPUDevice);
 
 }  // namespace conv2d_kernels
 }  // namespace tensorflow

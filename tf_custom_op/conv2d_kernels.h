@@ -165,4 +165,30 @@ class Conv2DBackpropFilterOp : public OpKernel {
 }  // namespace conv2d_kernels
 }  // namespace tensorflow
 
+// Registers both ops' kernels for one device (DEVICE_CPU / DEVICE_GPU and its
+// launcher tag), every dtype of the op definitions, sizes in host memory.
+// Expands inside namespace tensorflow::conv2d_kernels.
+#define CONV2D_TRANSPOSE_REGISTER_INPUT(T, DEVICE_TYPE, DEVICE_TAG)              \
+  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput")   \
+                              .Device(DEVICE_TYPE)                           \
+                              .TypeConstraint<T>("T")                   \
+                              .HostMemory("input_sizes"),               \
+                          Conv2DBackpropInputOp<DEVICE_TAG, T>)
+#define CONV2D_TRANSPOSE_REGISTER_FILTER(T, DEVICE_TYPE, DEVICE_TAG)             \
+  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter")  \
+                              .Device(DEVICE_TYPE)                           \
+                              .TypeConstraint<T>("T")                   \
+                              .HostMemory("filter_sizes"),              \
+                          Conv2DBackpropFilterOp<DEVICE_TAG, T>)
+#define CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_TYPE, DEVICE_TAG)                    \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::half, DEVICE_TYPE, DEVICE_TAG);              \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG);          \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(float, DEVICE_TYPE, DEVICE_TAG);                    \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(double, DEVICE_TYPE, DEVICE_TAG);                   \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(int32, DEVICE_TYPE, DEVICE_TAG);                    \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::half, DEVICE_TYPE, DEVICE_TAG);             \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG);         \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(float, DEVICE_TYPE, DEVICE_TAG);                   \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(double, DEVICE_TYPE, DEVICE_TAG)
+
 #endif  // TF_CONV2D_TRANSPOSE_CONV2D_KERNELS_H_
