@@ -25,8 +25,10 @@ using cpu::Accumulator;
 using cpu::SelectTapKernel;
 using cpu::TapKernel;
 
-// Output elements per tile (one task): the accumulators of a tile stay in L1/L2.
-constexpr int64_t kTileElements = 8192;
+// Accumulators per tile (one task): a tile of output rows x columns stays in
+// L2 while every packed filter block is applied to all of its rows, so each
+// block is read from memory once per tile rather than once per row.
+constexpr int64_t kTileElements = 65536;
 
 // How the packed filter and the accumulator tile are laid out for a problem.
 // Input channels of a group are split in blocks of `block` lanes (the last
@@ -35,7 +37,8 @@ struct Layout {
   int64_t block;       // lanes per channel block: 1, 4, 8 or 16
   int64_t blocks;      // channel blocks per group
   int64_t row_length;  // accumulators per output pixel: groups*blocks*block
-  int64_t tile_cols;   // output pixels per tile
+  int64_t tile_cols;   // output columns per tile
+  int64_t tile_rows;   // output rows per tile
 
   template <typename Acc>
   static Layout For(const ConvProblem& p) {
@@ -47,6 +50,9 @@ struct Layout {
     l.tile_cols = std::clamp<int64_t>(kTileElements / std::max<int64_t>(
                                                           l.row_length, 1),
                                       1, std::max<int64_t>(p.in_cols, 1));
+    l.tile_rows = std::clamp<int64_t>(
+        kTileElements / (l.tile_cols * std::max<int64_t>(l.row_length, 1)), 1,
+        std::max<int64_t>(p.in_rows, 1));
     return l;
   }
 };
@@ -88,107 +94,132 @@ class BackpropInputTask {
         packed_(packed),
         out_backprop_(out_backprop),
         in_backprop_(in_backprop),
-        tiles_per_row_((p.in_cols + l.tile_cols - 1) / l.tile_cols),
+        col_tiles_((p.in_cols + l.tile_cols - 1) / l.tile_cols),
+        row_tiles_((p.in_rows + l.tile_rows - 1) / l.tile_rows),
         tap_kernel_(SelectTapKernel<T, Acc>(l.block)) {}
 
-  int64_t num_tasks() const { return p_.batch * p_.in_rows * tiles_per_row_; }
+  int64_t num_tasks() const { return p_.batch * row_tiles_ * col_tiles_; }
 
   int64_t cost_per_task() const {
     const int64_t taps = std::max<int64_t>(
         1, p_.filter_rows * p_.filter_cols /
                (p_.stride_rows * p_.stride_cols));
-    return l_.tile_cols *
+    return l_.tile_rows * l_.tile_cols *
            (l_.row_length * (2 * p_.out_depth_per_group() * taps + 2));
   }
 
   void Run(int64_t begin, int64_t end) const {
-    std::vector<Acc> tile(static_cast<size_t>(l_.tile_cols * l_.row_length));
+    std::vector<Acc> tile(
+        static_cast<size_t>(l_.tile_rows * l_.tile_cols * l_.row_length));
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task % tiles_per_row_;
-      const int64_t h = (task / tiles_per_row_) % p_.in_rows;
-      const int64_t n = task / (tiles_per_row_ * p_.in_rows);
-      const int64_t w_begin = t * l_.tile_cols;
-      const int64_t w_end = std::min(p_.in_cols, w_begin + l_.tile_cols);
+      Tile t;
+      const int64_t col_tile = task % col_tiles_;
+      const int64_t row_tile = (task / col_tiles_) % row_tiles_;
+      t.n = task / (col_tiles_ * row_tiles_);
+      t.h_begin = row_tile * l_.tile_rows;
+      t.h_end = std::min(p_.in_rows, t.h_begin + l_.tile_rows);
+      t.w_begin = col_tile * l_.tile_cols;
+      t.w_end = std::min(p_.in_cols, t.w_begin + l_.tile_cols);
+      t.acc = tile.data();
       std::fill(tile.begin(), tile.end(), Acc(0));
-      Accumulate(n, h, w_begin, w_end, tile.data());
-      Store(n, h, w_begin, w_end, tile.data());
+      Accumulate(t);
+      Store(t);
     }
   }
 
  private:
-  void Accumulate(int64_t n, int64_t h, int64_t w_begin, int64_t w_end,
-                  Acc* tile) const {
+  // Output rows [h_begin, h_end) x columns [w_begin, w_end) of image n; its
+  // accumulators: row (h - h_begin) starts at acc + that * tile_cols * row_length.
+  struct Tile {
+    int64_t n, h_begin, h_end, w_begin, w_end;
+    Acc* acc;
+  };
+
+  // Per output element the sum runs over (kh, kw) in order, then the group's
+  // out channels: the same order whatever the tiling.
+  void Accumulate(const Tile& t) const {
     const bool nhwc = p_.data_format == DataFormat::kNHWC;
     const int64_t cog = p_.out_depth_per_group();
     const int64_t pixel_stride = nhwc ? p_.out_depth : 1;
     const int64_t channel_stride = nhwc ? 1 : p_.out_rows * p_.out_cols;
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     const int64_t packed_tap = l_.blocks * cog * l_.block;
+    const int64_t tile_row = l_.tile_cols * l_.row_length;
     for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-      const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
-      if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
-      const int64_t oh = hp / sh;
       for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
         // Positions w' = w + pad_left - kw*dilation, w in [w_begin, w_end),
         // that are multiples of the stride inside [0, (out_cols-1)*stride].
         const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-        int64_t lo = std::max<int64_t>(w_begin + shift, 0);
+        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
         lo = (lo + sw - 1) / sw * sw;
-        const int64_t hi = std::min(w_end - 1 + shift, (p_.out_cols - 1) * sw);
+        const int64_t hi =
+            std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
         if (hi < lo) continue;
-        const int64_t rows = (hi - lo) / sw + 1;
+        const int64_t run = (hi - lo) / sw + 1;
         const int64_t ow0 = lo / sw;
-        Acc* acc_run = tile + (lo - shift - w_begin) * l_.row_length;
+        Acc* acc_run = t.acc + (lo - shift - t.w_begin) * l_.row_length;
         for (int64_t g = 0; g < p_.groups; ++g) {
-          const T* dy =
-              nhwc ? out_backprop_ +
-                         ((n * p_.out_rows + oh) * p_.out_cols + ow0) *
-                             p_.out_depth +
-                         g * cog
-                   : out_backprop_ +
-                         ((n * p_.out_depth + g * cog) * p_.out_rows + oh) *
-                             p_.out_cols +
-                         ow0;
           const Acc* w =
               packed_ +
               ((g * p_.filter_rows + kh) * p_.filter_cols + kw) * packed_tap;
-          Acc* acc = acc_run + g * l_.blocks * l_.block;
           for (int64_t b = 0; b < l_.blocks; ++b) {
-            tap_kernel_(rows, dy, pixel_stride, channel_stride, cog,
-                        w + b * cog * l_.block, acc + b * l_.block,
-                        sw * l_.row_length);
+            // One packed block, applied to every row of the tile it reaches.
+            for (int64_t h = t.h_begin; h < t.h_end; ++h) {
+              const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
+              if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
+              const int64_t oh = hp / sh;
+              const T* dy =
+                  nhwc ? out_backprop_ +
+                             ((t.n * p_.out_rows + oh) * p_.out_cols + ow0) *
+                                 p_.out_depth +
+                             g * cog
+                       : out_backprop_ +
+                             ((t.n * p_.out_depth + g * cog) * p_.out_rows +
+                              oh) * p_.out_cols +
+                             ow0;
+              tap_kernel_(run, dy, pixel_stride, channel_stride, cog,
+                          w + b * cog * l_.block,
+                          acc_run + (h - t.h_begin) * tile_row +
+                              g * l_.blocks * l_.block + b * l_.block,
+                          sw * l_.row_length);
+            }
           }
         }
       }
     }
   }
 
-  void Store(int64_t n, int64_t h, int64_t w_begin, int64_t w_end,
-             const Acc* tile) const {
+  void Store(const Tile& t) const {
     const int64_t cg = p_.filter_in_depth;
     const int64_t group_stride = l_.blocks * l_.block;
-    const int64_t width = w_end - w_begin;
-    if (p_.data_format == DataFormat::kNHWC) {
-      T* out = in_backprop_ +
-               ((n * p_.in_rows + h) * p_.in_cols + w_begin) * p_.in_depth;
-      for (int64_t w = 0; w < width; ++w) {
-        for (int64_t g = 0; g < p_.groups; ++g) {
-          const Acc* src = tile + w * l_.row_length + g * group_stride;
-          T* dst = out + w * p_.in_depth + g * cg;
-          for (int64_t ci = 0; ci < cg; ++ci) dst[ci] = static_cast<T>(src[ci]);
-        }
-      }
-      return;
-    }
-    for (int64_t g = 0; g < p_.groups; ++g) {
-      for (int64_t ci = 0; ci < cg; ++ci) {
-        const int64_t c = g * cg + ci;
-        T* dst = in_backprop_ +
-                 ((n * p_.in_depth + c) * p_.in_rows + h) * p_.in_cols +
-                 w_begin;
-        const Acc* src = tile + g * group_stride + ci;
+    const int64_t width = t.w_end - t.w_begin;
+    for (int64_t h = t.h_begin; h < t.h_end; ++h) {
+      const Acc* row = t.acc + (h - t.h_begin) * l_.tile_cols * l_.row_length;
+      if (p_.data_format == DataFormat::kNHWC) {
+        T* out = in_backprop_ +
+                 ((t.n * p_.in_rows + h) * p_.in_cols + t.w_begin) *
+                     p_.in_depth;
         for (int64_t w = 0; w < width; ++w) {
-          dst[w] = static_cast<T>(src[w * l_.row_length]);
+          for (int64_t g = 0; g < p_.groups; ++g) {
+            const Acc* src = row + w * l_.row_length + g * group_stride;
+            T* dst = out + w * p_.in_depth + g * cg;
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              dst[ci] = static_cast<T>(src[ci]);
+            }
+          }
+        }
+        continue;
+      }
+      for (int64_t g = 0; g < p_.groups; ++g) {
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const int64_t c = g * cg + ci;
+          T* dst = in_backprop_ +
+                   ((t.n * p_.in_depth + c) * p_.in_rows + h) * p_.in_cols +
+                   t.w_begin;
+          const Acc* src = row + g * group_stride + ci;
+          for (int64_t w = 0; w < width; ++w) {
+            dst[w] = static_cast<T>(src[w * l_.row_length]);
+          }
         }
       }
     }
@@ -199,7 +230,8 @@ class BackpropInputTask {
   const Acc* packed_;
   const T* out_backprop_;
   T* in_backprop_;
-  const int64_t tiles_per_row_;
+  const int64_t col_tiles_;
+  const int64_t row_tiles_;
   const TapKernel<T, Acc> tap_kernel_;
 };
 
