@@ -1,7 +1,8 @@
 """Side-by-side timing of the plugin, TensorFlow's built-in Conv2DBackpropInput
-and the built-in under XLA, in one process, interleaved, median of repeats.
+(or, with --op filter, Conv2DBackpropFilter) and the built-in under XLA, in one
+process, interleaved, median of repeats.
 
-    python bench/bench_backprop_input.py [--repeats 7] [--json bench/results/x.json]
+    python bench/bench_backprop_input.py [--op filter] [--repeats 7] [--json FILE]
 
 Shapes are named after the layers they come from (dy spatial -> dx, Co -> Cin).
 """
@@ -38,14 +39,20 @@ SHAPES = [
 ]
 
 
-def _op(kind):
-    def run(sizes, w, dy, attrs):
-        op = (
-            t2d.raw_ops.conv2d_backprop_input
-            if kind == "plugin"
-            else tf.raw_ops.Conv2DBackpropInput
-        )
-        return op(input_sizes=sizes, filter=w, out_backprop=dy, **attrs)
+def _op(kind, which):
+    """The input gradient run(sizes, w, dy, attrs), or the filter gradient
+    run(filter_sizes, x, dy, attrs), of the plugin or the built-in."""
+    plugin = kind == "plugin"
+    if which == "input":
+        op = t2d.raw_ops.conv2d_backprop_input if plugin else tf.raw_ops.Conv2DBackpropInput
+
+        def run(sizes, w, dy, attrs):
+            return op(input_sizes=sizes, filter=w, out_backprop=dy, **attrs)
+    else:
+        op = t2d.raw_ops.conv2d_backprop_filter if plugin else tf.raw_ops.Conv2DBackpropFilter
+
+        def run(sizes, x, dy, attrs):
+            return op(input=x, filter_sizes=sizes, out_backprop=dy, **attrs)
 
     return tf.function(run, jit_compile=kind == "xla")
 
@@ -55,21 +62,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--op",
+        choices=["input", "filter"],
+        default="input",
+        help="Conv2DBackpropInput (default) or Conv2DBackpropFilter",
+    )
     args = parser.parse_args()
     dtype = tf.as_dtype(args.dtype)
     kinds = ["plugin", "builtin", "xla"]
-    ops = {k: _op(k) for k in kinds}
+    ops = {k: _op(k, args.op) for k in kinds}
     results = []
     print(
-        f"| shape ({args.dtype}) | plugin ms | built-in ms | XLA ms | plugin GFLOP/s | "
+        f"| {args.op} gradient ({args.dtype}) | plugin ms | built-in ms | XLA ms | GFLOP/s | "
         "vs built-in | vs XLA |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, config in SHAPES:
         rng = np.random.default_rng(0)
-        w = tf.constant(rng.standard_normal(config.filter_shape), dtype)
+        first_shape = config.filter_shape if args.op == "input" else config.input_shape
+        w = tf.constant(rng.standard_normal(first_shape), dtype)
         dy = tf.constant(rng.standard_normal(config.out_backprop_shape), dtype)
-        sizes = tf.constant(config.input_shape)
+        sizes = tf.constant(config.input_shape if args.op == "input" else config.filter_shape)
         attrs = config.op_attrs()
         available = {}
         for kind in kinds:
@@ -92,6 +106,7 @@ def main() -> None:
         print(f"| {name} | {' | '.join(cells)} | {gflops:.1f} | {' | '.join(ratios)} |")
         results.append(
             {
+                "op": args.op,
                 "shape": name,
                 "config": config.describe(),
                 "dtype": args.dtype,

@@ -237,11 +237,6 @@ class BackpropInputTask {
 
 }  // namespace
 
-void SerialFor(int64_t total, int64_t /*cost_per_unit*/,
-               const std::function<void(int64_t, int64_t)>& work) {
-  if (total > 0) work(0, total);
-}
-
 template <typename T>
 int64_t Conv2DBackpropInputCpuWorkspaceBytes(const ConvProblem& p) {
   using Acc = typename Accumulator<T>::type;

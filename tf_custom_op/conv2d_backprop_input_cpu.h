@@ -18,10 +18,6 @@ using ParallelFor = std::function<void(
     int64_t total, int64_t cost_per_unit,
     const std::function<void(int64_t begin, int64_t end)>& work)>;
 
-// Runs everything on the calling thread.
-void SerialFor(int64_t total, int64_t cost_per_unit,
-               const std::function<void(int64_t, int64_t)>& work);
-
 // Bytes of scratch memory Conv2DBackpropInputCpu<T> needs for `problem` (the
 // filter packed into the micro-kernel's layout, in the accumulation type).
 // The caller allocates it, 64-byte aligned. Returns -1 when the size would
