@@ -1,8 +1,10 @@
 # Build, test and demo of the tf-conv2d-transpose plugin.
 #   make          .venv (unless PYTHON=... is given), pinned requirements, the .so,
 #                 editable install of the package
-#   make test     everything above, then lint, the sanitizer test of the compute
-#                 layer, the test suite, the Bazel build + tests, a wheel round trip
+#   make test     everything above, then lint, the compute layer under sanitizers,
+#                 the C++ client test, the GPU build on the CPU suite, the Bazel build
+#                 + tests, a wheel round trip, and the pytest suite
+#   make GPU=1    the library with CUDA kernels as well (system nvcc)
 #   make demo     everything above, then the validation table, a side-by-side call and
 #                 the digits autoencoder trained with the Keras layer
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
@@ -178,9 +180,8 @@ lint: $(REQS_STAMP)
 	$(PY) -m ruff format --check python tests bench
 
 # Lint, the sanitizer test, the C++ client test (wrappers + SavedModel through
-# the C API), the GPU variant on the CPU suite, the Bazel
-# route, the wheel round trip, then the
-# pytest suite (last, so its summary closes the output), one after the other.
+# the C API), the GPU variant on the CPU suite, the Bazel route, the wheel
+# round trip, then the pytest suite (last, so its summary closes the output).
 test: all
 	$(MAKE) lint cpp-test cpp-client-test
 	$(MAKE) gpu-test
