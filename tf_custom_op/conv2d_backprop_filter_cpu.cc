@@ -1,10 +1,11 @@
 // Conv2DBackpropFilter on the CPU: dfilter[kh, kw, ci, co] is the sum over
 // batch and out_backprop pixels of input[pixel read by tap (kh, kw)][ci] *
-// out_backprop[pixel][co]. For one out_backprop row and one tap, the input
-// pixels read form a strided run, so each (row, tap, group) is a small dense
-// product acc[ci, co-block] += input_run[:, ci]^T * dy_run[:, co-block],
-// done by the same register-blocked micro-kernel as Conv2DBackpropInput with
-// the out_backprop row packed into channel blocks.
+// out_backprop[pixel][co]. A chunk of out_backprop pixels is packed once into
+// channel blocks, and for each tap the input pixels it reads are gathered
+// into [pixel][ci] (zeros where the tap reads padding); each (chunk, tap,
+// group) is then one dense product acc[ci, co-block] += x_tap^T * dy_block
+// whose reduction runs over the whole chunk, done by the same register-blocked
+// micro-kernel as Conv2DBackpropInput.
 //
 // The reduction runs over batch * out_rows rows. They are cut into a number
 // of slices that depends on the problem only; each (slice, group) task sums
@@ -26,6 +27,8 @@ using cpu::SelectTapKernel;
 using cpu::TapKernel;
 
 constexpr int64_t kMaxSlices = 16;
+// out_backprop pixels packed at a time (a chunk of whole rows).
+constexpr int64_t kChunkPixels = 2048;
 constexpr int64_t kPartialBudgetBytes = int64_t{64} << 20;
 
 struct Layout {
@@ -76,9 +79,14 @@ class BackpropFilterTask {
   }
 
   void Run(int64_t begin, int64_t end) const {
-    std::vector<Acc> packed_row(
-        static_cast<size_t>(l_.blocks * p_.out_cols * l_.block));
     const int64_t rows = p_.batch * p_.out_rows;
+    const int64_t chunk_rows =
+        std::max<int64_t>(1, kChunkPixels / std::max<int64_t>(p_.out_cols, 1));
+    const int64_t chunk_pixels = chunk_rows * p_.out_cols;
+    std::vector<Acc> packed_dy(
+        static_cast<size_t>(l_.blocks * chunk_pixels * l_.block));
+    std::vector<T> packed_x(
+        static_cast<size_t>(chunk_pixels * p_.filter_in_depth));
     const int64_t group_elements = l_.slice_elements / p_.groups;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t slice = task / p_.groups;
@@ -87,72 +95,103 @@ class BackpropFilterTask {
       std::fill(acc, acc + group_elements, Acc(0));
       const int64_t row_begin = slice * rows / l_.slices;
       const int64_t row_end = (slice + 1) * rows / l_.slices;
-      for (int64_t r = row_begin; r < row_end; ++r) {
-        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-        PackOutBackpropRow(n, oh, g, packed_row.data());
-        AccumulateRow(n, oh, g, packed_row.data(), acc);
-      }
-    }
-  }
-
- private:
-  // packed[b][ow][lane] = out_backprop[n, oh, ow, g*cog + b*block + lane],
-  // zero past the group's channels.
-  void PackOutBackpropRow(int64_t n, int64_t oh, int64_t g, Acc* packed) const {
-    const int64_t cog = p_.out_depth_per_group();
-    const int64_t plane = p_.out_rows * p_.out_cols;
-    for (int64_t b = 0; b < l_.blocks; ++b) {
-      for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
-        for (int64_t lane = 0; lane < l_.block; ++lane) {
-          const int64_t co = b * l_.block + lane;
-          Acc value(0);
-          if (co < cog) {
-            const int64_t c = g * cog + co;
-            value = static_cast<Acc>(
-                p_.nhwc()
-                    ? out_backprop_[((n * p_.out_rows + oh) * p_.out_cols + ow) *
-                                        p_.out_depth +
-                                    c]
-                    : out_backprop_[(n * p_.out_depth + c) * plane +
-                                    oh * p_.out_cols + ow]);
+      for (int64_t r0 = row_begin; r0 < row_end; r0 += chunk_rows) {
+        const int64_t r1 = std::min(row_end, r0 + chunk_rows);
+        const int64_t pixels = (r1 - r0) * p_.out_cols;
+        PackOutBackprop(r0, r1, g, packed_dy.data());
+        for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+          for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+            PackInputForTap(r0, r1, g, kh, kw, packed_x.data());
+            Acc* tap_acc = acc + (kh * p_.filter_cols + kw) *
+                                     p_.filter_in_depth * l_.lanes;
+            for (int64_t b = 0; b < l_.blocks; ++b) {
+              tap_kernel_(p_.filter_in_depth, packed_x.data(), 1,
+                          p_.filter_in_depth, pixels,
+                          packed_dy.data() + b * pixels * l_.block,
+                          tap_acc + b * l_.block, l_.lanes);
+            }
           }
-          *packed++ = value;
         }
       }
     }
   }
 
-  void AccumulateRow(int64_t n, int64_t oh, int64_t g, const Acc* packed,
-                     Acc* acc) const {
+ private:
+  // packed[b][p][lane] = out_backprop[pixel p of rows [r0, r1)][g*cog +
+  // b*block + lane], zero past the group's channels. Rows r count batch x
+  // out_rows.
+  void PackOutBackprop(int64_t r0, int64_t r1, int64_t g, Acc* packed) const {
+    const int64_t cog = p_.out_depth_per_group();
+    const int64_t plane = p_.out_rows * p_.out_cols;
+    const int64_t pixels = (r1 - r0) * p_.out_cols;
+    for (int64_t b = 0; b < l_.blocks; ++b) {
+      Acc* dst = packed + b * pixels * l_.block;
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+        for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
+          for (int64_t lane = 0; lane < l_.block; ++lane) {
+            const int64_t co = b * l_.block + lane;
+            Acc value(0);
+            if (co < cog) {
+              const int64_t c = g * cog + co;
+              value = static_cast<Acc>(
+                  p_.nhwc()
+                      ? out_backprop_[((n * p_.out_rows + oh) * p_.out_cols +
+                                       ow) * p_.out_depth +
+                                      c]
+                      : out_backprop_[(n * p_.out_depth + c) * plane +
+                                      oh * p_.out_cols + ow]);
+            }
+            *dst++ = value;
+          }
+        }
+      }
+    }
+  }
+
+  // packed[p][ci] = input[pixel that tap (kh, kw) reads for out_backprop
+  // pixel p][g*cg + ci], zero where it reads padding.
+  void PackInputForTap(int64_t r0, int64_t r1, int64_t g, int64_t kh,
+                       int64_t kw, T* packed) const {
     const int64_t cg = p_.filter_in_depth;
-    const int64_t sw = p_.stride_cols;
-    const int64_t channel_stride = p_.nhwc() ? 1 : p_.in_rows * p_.in_cols;
-    const int64_t pixel_step = p_.nhwc() ? sw * p_.in_depth : sw;
-    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-      const int64_t h = oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
-      if (h < 0 || h >= p_.in_rows) continue;
-      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-        // Columns ow whose tap kw reads w = ow*sw - pad_left + kw*dilation
-        // inside [0, in_cols).
-        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-        const int64_t ow_lo = shift <= 0 ? 0 : (shift + sw - 1) / sw;
-        const int64_t last = p_.in_cols - 1 + shift;
-        if (last < 0) continue;
-        const int64_t ow_hi = std::min(p_.out_cols - 1, last / sw);
-        if (ow_hi < ow_lo) continue;
-        const int64_t w0 = ow_lo * sw - shift;
-        const T* x = p_.nhwc()
-                         ? input_ + ((n * p_.in_rows + h) * p_.in_cols + w0) *
-                                        p_.in_depth +
-                               g * cg
-                         : input_ + ((n * p_.in_depth + g * cg) * p_.in_rows +
-                                     h) * p_.in_cols +
-                               w0;
-        Acc* tap_acc = acc + (kh * p_.filter_cols + kw) * cg * l_.lanes;
-        for (int64_t b = 0; b < l_.blocks; ++b) {
-          tap_kernel_(cg, x, channel_stride, pixel_step, ow_hi - ow_lo + 1,
-                      packed + (b * p_.out_cols + ow_lo) * l_.block,
-                      tap_acc + b * l_.block, l_.lanes);
+    const int64_t plane = p_.in_rows * p_.in_cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+      const int64_t h =
+          oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
+      T* row = packed + (r - r0) * p_.out_cols * cg;
+      if (h < 0 || h >= p_.in_rows) {
+        std::fill(row, row + p_.out_cols * cg, T(0));
+        continue;
+      }
+      // Columns ow whose tap reads w = ow*sw - pad_left + kw*dilation inside
+      // the input; the others read padding.
+      const int64_t sw = p_.stride_cols;
+      const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
+      const int64_t ow_lo =
+          std::min(p_.out_cols, shift <= 0 ? 0 : (shift + sw - 1) / sw);
+      const int64_t last = p_.in_cols - 1 + shift;
+      const int64_t ow_hi =
+          last < 0 ? ow_lo : std::max(ow_lo, std::min(p_.out_cols, last / sw + 1));
+      std::fill(row, row + ow_lo * cg, T(0));
+      std::fill(row + ow_hi * cg, row + p_.out_cols * cg, T(0));
+      if (p_.nhwc()) {
+        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+          const T* src = input_ +
+                         ((n * p_.in_rows + h) * p_.in_cols + ow * sw - shift) *
+                             p_.in_depth +
+                         g * cg;
+          std::copy(src, src + cg, row + ow * cg);
+        }
+      } else {
+        // Channel-major reads: each input row is walked with the column
+        // stride, one channel plane at a time.
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const T* src = input_ + (n * p_.in_depth + g * cg + ci) * plane +
+                         h * p_.in_cols - shift;
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+            row[ow * cg + ci] = src[ow * sw];
+          }
         }
       }
     }
