@@ -8,14 +8,14 @@
 // by tap kw form an arithmetic run w0, w0+stride, ... whose out_backprop
 // columns are consecutive. Each (tap, group, channel block) is then a small
 // dense product, acc[run, block] += dy[run, :] * packed_filter[:, block],
-// done by a register-blocked micro-kernel over a tile of the output row.
+// done by a register-blocked micro-kernel over a tile of output rows and
+// columns (one task).
 #include "conv2d_backprop_input_cpu.h"
 
 #include "cpu_microkernel.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace conv2d_transpose {
