@@ -7,6 +7,7 @@
 #   make GPU=1    the library with CUDA kernels as well (system nvcc)
 #   make demo     everything above, then the validation table, a side-by-side call and
 #                 the digits autoencoder trained with the Keras layer
+#   make bench    side-by-side timings against the built-in and XLA (bench/results/)
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
@@ -69,7 +70,7 @@ TF_READY ?= $(REQS_STAMP)
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo lint cpp-test bazel wheel-test gpu-test clean distclean
+.PHONY: all build test demo bench lint cpp-test bazel wheel-test gpu-test clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -194,6 +195,16 @@ demo: all
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose validate
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose compare
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose demo
+
+# Side-by-side timings against the built-in and XLA (bench/README.md), JSON
+# into bench/results/; about a minute, not part of make test. The OpenBLAS
+# variables this machine sets pin NumPy's sgemm (the peak column) to a slower
+# kernel: unset for the benchmark only.
+bench: all
+	for run in "input float32" "input float16" "input bfloat16" "filter float32"; do \
+	  set -- $$run; env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE TF_CPP_MIN_LOG_LEVEL=3 \
+	    $(PY) bench/bench_backprop_input.py --op $$1 \
+	    --dtype $$2 --json bench/results/backprop_$$1_$$2.json || exit 1; done
 
 clean:
 	rm -rf build $(LIB) $(BUILD_INFO) $(STAMP_DIR)/.editable.stamp \
