@@ -18,6 +18,27 @@ def _alias(new_name: str, new_value: Any, old_name: str, old_value: Any) -> Any:
     return new_value
 
 
+def _op_attrs(
+    strides: Sequence[int],
+    padding: nn.PaddingArg,
+    use_cudnn_on_gpu: bool,
+    data_format: str,
+    dilations: Sequence[int],
+    name: Optional[str],
+) -> dict:
+    """The attributes both raw backprop ops take, from the v1 arguments."""
+    padding, explicit_paddings = nn.convert_padding(padding)
+    return {
+        "strides": list(strides),
+        "padding": padding,
+        "use_cudnn_on_gpu": use_cudnn_on_gpu,
+        "explicit_paddings": explicit_paddings,
+        "data_format": data_format,
+        "dilations": list(dilations),
+        "name": name,
+    }
+
+
 def conv2d_transpose(
     value: Any = None,
     filter: Any = None,  # noqa: A002 - TensorFlow's argument name
@@ -67,18 +88,11 @@ def conv2d_backprop_input(
         raise ValueError("conv2d_backprop_input requires `strides` (4 values)")
     if padding is None:
         raise ValueError("conv2d_backprop_input requires `padding`")
-    padding, explicit_paddings = nn.convert_padding(padding)
     return raw_ops.conv2d_backprop_input(
         input_sizes=nn.output_shape_tensor(input_sizes),
         filter=filter,
         out_backprop=out_backprop,
-        strides=list(strides),
-        padding=padding,
-        use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit_paddings,
-        data_format=data_format,
-        dilations=list(dilations),
-        name=name,
+        **_op_attrs(strides, padding, use_cudnn_on_gpu, data_format, dilations, name),
     )
 
 
@@ -97,16 +111,9 @@ def conv2d_backprop_filter(
     convolution w.r.t. its filter of shape ``filter_sizes``, with 4-element
     ``strides``/``dilations`` in data_format order and ``padding`` as a string
     or explicit pairs. Runs on CPU for NCHW, dilations and groups too."""
-    padding, explicit_paddings = nn.convert_padding(padding)
     return raw_ops.conv2d_backprop_filter(
         input=input,
         filter_sizes=nn.output_shape_tensor(filter_sizes),
         out_backprop=out_backprop,
-        strides=list(strides),
-        padding=padding,
-        use_cudnn_on_gpu=use_cudnn_on_gpu,
-        explicit_paddings=explicit_paddings,
-        data_format=data_format,
-        dilations=list(dilations),
-        name=name,
+        **_op_attrs(strides, padding, use_cudnn_on_gpu, data_format, dilations, name),
     )
