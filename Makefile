@@ -12,6 +12,10 @@
 
 SHELL := /bin/bash
 MAKEFLAGS += --jobs=$(shell nproc)
+# `make clean test` must clean first, not while building.
+ifneq ($(filter clean distclean,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
 ifeq ($(origin PYTHON), undefined)
   VENV := .venv
   PY := $(VENV)/bin/python
