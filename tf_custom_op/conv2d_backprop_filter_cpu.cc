@@ -66,7 +66,7 @@ class BackpropFilterTask {
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
-        tap_kernel_(SelectTapKernel<T, Acc>(l.block)) {}
+        tap_kernel_(SelectTapKernel<Acc>(l.block)) {}
 
   int64_t num_tasks() const { return l_.slices * p_.groups; }
 
@@ -85,7 +85,7 @@ class BackpropFilterTask {
     const int64_t chunk_pixels = chunk_rows * p_.out_cols;
     std::vector<Acc> packed_dy(
         static_cast<size_t>(l_.blocks * chunk_pixels * l_.block));
-    std::vector<T> packed_x(
+    std::vector<Acc> packed_x(
         static_cast<size_t>(chunk_pixels * p_.filter_in_depth));
     const int64_t group_elements = l_.slice_elements / p_.groups;
     for (int64_t task = begin; task < end; ++task) {
@@ -104,10 +104,12 @@ class BackpropFilterTask {
             PackInputForTap(r0, r1, g, kh, kw, packed_x.data());
             Acc* tap_acc = acc + (kh * p_.filter_cols + kw) *
                                      p_.filter_in_depth * l_.lanes;
-            for (int64_t b = 0; b < l_.blocks; ++b) {
+            for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
               tap_kernel_(p_.filter_in_depth, packed_x.data(), 1,
                           p_.filter_in_depth, pixels,
                           packed_dy.data() + b * pixels * l_.block,
+                          pixels * l_.block,
+                          std::min(cpu::kBlocksPerCall, l_.blocks - b),
                           tap_acc + b * l_.block, l_.lanes);
             }
           }
@@ -152,16 +154,16 @@ class BackpropFilterTask {
   // packed[p][ci] = input[pixel that tap (kh, kw) reads for out_backprop
   // pixel p][g*cg + ci], zero where it reads padding.
   void PackInputForTap(int64_t r0, int64_t r1, int64_t g, int64_t kh,
-                       int64_t kw, T* packed) const {
+                       int64_t kw, Acc* packed) const {
     const int64_t cg = p_.filter_in_depth;
     const int64_t plane = p_.in_rows * p_.in_cols;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
       const int64_t h =
           oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
-      T* row = packed + (r - r0) * p_.out_cols * cg;
+      Acc* row = packed + (r - r0) * p_.out_cols * cg;
       if (h < 0 || h >= p_.in_rows) {
-        std::fill(row, row + p_.out_cols * cg, T(0));
+        std::fill(row, row + p_.out_cols * cg, Acc(0));
         continue;
       }
       // Columns ow whose tap reads w = ow*sw - pad_left + kw*dilation inside
@@ -173,15 +175,15 @@ class BackpropFilterTask {
       const int64_t last = p_.in_cols - 1 + shift;
       const int64_t ow_hi =
           last < 0 ? ow_lo : std::max(ow_lo, std::min(p_.out_cols, last / sw + 1));
-      std::fill(row, row + ow_lo * cg, T(0));
-      std::fill(row + ow_hi * cg, row + p_.out_cols * cg, T(0));
+      std::fill(row, row + ow_lo * cg, Acc(0));
+      std::fill(row + ow_hi * cg, row + p_.out_cols * cg, Acc(0));
       if (p_.nhwc()) {
         for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
           const T* src = input_ +
                          ((n * p_.in_rows + h) * p_.in_cols + ow * sw - shift) *
                              p_.in_depth +
                          g * cg;
-          std::copy(src, src + cg, row + ow * cg);
+          cpu::ConvertRow(src, cg, row + ow * cg);
         }
       } else {
         // Channel-major reads: each input row is walked with the column
@@ -190,7 +192,7 @@ class BackpropFilterTask {
           const T* src = input_ + (n * p_.in_depth + g * cg + ci) * plane +
                          h * p_.in_cols - shift;
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-            row[ow * cg + ci] = src[ow * sw];
+            row[ow * cg + ci] = static_cast<Acc>(src[ow * sw]);
           }
         }
       }
@@ -202,7 +204,7 @@ class BackpropFilterTask {
   const T* input_;
   const T* out_backprop_;
   Acc* partial_;
-  const TapKernel<T, Acc> tap_kernel_;
+  const TapKernel<Acc> tap_kernel_;
 };
 
 }  // namespace
@@ -247,18 +249,23 @@ void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
   parallel_for(
       taps * cg, layout.slices * p.out_depth * 2,
       [&](int64_t begin, int64_t end) {
+        // Whole rows of out channels at a time, slice after slice, so the
+        // loops run over contiguous memory; per element the slices are still
+        // added in order.
+        std::vector<Acc> sum(static_cast<size_t>(cog));
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t tap = unit / cg, ci = unit % cg;
           T* out = filter_backprop + unit * p.out_depth;
           for (int64_t g = 0; g < p.groups; ++g) {
             const Acc* src = partial + g * group_elements +
                              (tap * cg + ci) * layout.lanes;
+            std::copy(src, src + cog, sum.begin());
+            for (int64_t s = 1; s < layout.slices; ++s) {
+              const Acc* slice = src + s * layout.slice_elements;
+              for (int64_t co = 0; co < cog; ++co) sum[co] += slice[co];
+            }
             for (int64_t co = 0; co < cog; ++co) {
-              Acc sum = src[co];
-              for (int64_t s = 1; s < layout.slices; ++s) {
-                sum += src[s * layout.slice_elements + co];
-              }
-              out[g * cog + co] = static_cast<T>(sum);
+              out[g * cog + co] = static_cast<T>(sum[co]);
             }
           }
         }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace conv2d_transpose {
@@ -84,6 +85,9 @@ void PackFilter(const ConvProblem& p, const Layout& l, const T* filter,
   }
 }
 
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+
 template <typename T, typename Acc>
 class BackpropInputTask {
  public:
@@ -96,7 +100,7 @@ class BackpropInputTask {
         in_backprop_(in_backprop),
         col_tiles_((p.in_cols + l.tile_cols - 1) / l.tile_cols),
         row_tiles_((p.in_rows + l.tile_rows - 1) / l.tile_rows),
-        tap_kernel_(SelectTapKernel<T, Acc>(l.block)) {}
+        tap_kernel_(SelectTapKernel<Acc>(l.block)) {}
 
   int64_t num_tasks() const { return p_.batch * row_tiles_ * col_tiles_; }
 
@@ -111,6 +115,7 @@ class BackpropInputTask {
   void Run(int64_t begin, int64_t end) const {
     std::vector<Acc> tile(
         static_cast<size_t>(l_.tile_rows * l_.tile_cols * l_.row_length));
+    std::vector<Acc> panel_storage;
     for (int64_t task = begin; task < end; ++task) {
       Tile t;
       const int64_t col_tile = task % col_tiles_;
@@ -122,7 +127,7 @@ class BackpropInputTask {
       t.w_end = std::min(p_.in_cols, t.w_begin + l_.tile_cols);
       t.acc = tile.data();
       std::fill(tile.begin(), tile.end(), Acc(0));
-      Accumulate(t);
+      Accumulate(t, MakePanel(t, &panel_storage));
       Store(t);
     }
   }
@@ -135,15 +140,74 @@ class BackpropInputTask {
     Acc* acc;
   };
 
+  // The out_backprop pixels a tile reads, NHWC in the accumulation type:
+  // pixel (oh, ow) of the tile's image is at
+  // data + ((oh - row0) * cols + ow - col0) * out_depth.
+  struct Panel {
+    const Acc* data;
+    int64_t row0, col0, cols;
+  };
+
+  // NHWC out_backprop already in the accumulation type's representation is
+  // read in place. Otherwise (half, bfloat16 or NCHW) the rows and columns
+  // the tile's taps reach are converted once into `storage`, so the
+  // micro-kernel only ever sees contiguous channels in the accumulation type.
+  Panel MakePanel(const Tile& t, std::vector<Acc>* storage) const {
+    constexpr bool kSameBits =
+        std::is_same_v<T, Acc> ||
+        (std::is_same_v<T, int32_t> && std::is_same_v<Acc, uint32_t>);
+    const int64_t image = p_.out_rows * p_.out_cols * p_.out_depth;
+    if (kSameBits && p_.nhwc()) {
+      return {reinterpret_cast<const Acc*>(out_backprop_) + t.n * image, 0, 0,
+              p_.out_cols};
+    }
+    const int64_t row0 = std::max<int64_t>(
+        0, CeilDiv(t.h_begin + p_.pad_top -
+                       (p_.filter_rows - 1) * p_.dilation_rows,
+                   p_.stride_rows));
+    const int64_t row1 = std::min(
+        p_.out_rows, FloorDiv(t.h_end - 1 + p_.pad_top, p_.stride_rows) + 1);
+    const int64_t col0 = std::max<int64_t>(
+        0, CeilDiv(t.w_begin + p_.pad_left -
+                       (p_.filter_cols - 1) * p_.dilation_cols,
+                   p_.stride_cols));
+    const int64_t col1 = std::min(
+        p_.out_cols, FloorDiv(t.w_end - 1 + p_.pad_left, p_.stride_cols) + 1);
+    const int64_t rows = std::max<int64_t>(row1 - row0, 0);
+    const int64_t cols = std::max<int64_t>(col1 - col0, 0);
+    const int64_t depth = p_.out_depth;
+    storage->resize(static_cast<size_t>(rows * cols * depth + cols));
+    Acc* panel = storage->data();
+    const T* dy = out_backprop_ + t.n * image;
+    if (p_.nhwc()) {
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::ConvertRow(dy + ((row0 + r) * p_.out_cols + col0) * depth,
+                        cols * depth, panel + r * cols * depth);
+      }
+    } else {
+      // One channel row at a time: widen it contiguously into the scratch
+      // row past the panel, then interleave it into the channel-last panel.
+      Acc* scratch = panel + rows * cols * depth;
+      for (int64_t c = 0; c < depth; ++c) {
+        for (int64_t r = 0; r < rows; ++r) {
+          cpu::ConvertRow(
+              dy + (c * p_.out_rows + row0 + r) * p_.out_cols + col0, cols,
+              scratch);
+          Acc* dst = panel + r * cols * depth + c;
+          for (int64_t i = 0; i < cols; ++i) dst[i * depth] = scratch[i];
+        }
+      }
+    }
+    return {panel, row0, col0, cols};
+  }
+
   // Per output element the sum runs over (kh, kw) in order, then the group's
-  // out channels: the same order whatever the tiling.
-  void Accumulate(const Tile& t) const {
-    const bool nhwc = p_.data_format == DataFormat::kNHWC;
+  // out channels: the same order whatever the thread count.
+  void Accumulate(const Tile& t, const Panel& dy) const {
     const int64_t cog = p_.out_depth_per_group();
-    const int64_t pixel_stride = nhwc ? p_.out_depth : 1;
-    const int64_t channel_stride = nhwc ? 1 : p_.out_rows * p_.out_cols;
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     const int64_t packed_tap = l_.blocks * cog * l_.block;
+    const int64_t packed_block = cog * l_.block;
     const int64_t tile_row = l_.tile_cols * l_.row_length;
     for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
       for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
@@ -162,25 +226,22 @@ class BackpropInputTask {
           const Acc* w =
               packed_ +
               ((g * p_.filter_rows + kh) * p_.filter_cols + kw) * packed_tap;
-          for (int64_t b = 0; b < l_.blocks; ++b) {
-            // One packed block, applied to every row of the tile it reaches.
+          // A few packed blocks at a time, applied to every row of the tile
+          // they reach, so they stay in L1 across the rows.
+          for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
+            const int64_t blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
             for (int64_t h = t.h_begin; h < t.h_end; ++h) {
               const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
               if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
-              const int64_t oh = hp / sh;
-              const T* dy =
-                  nhwc ? out_backprop_ +
-                             ((t.n * p_.out_rows + oh) * p_.out_cols + ow0) *
-                                 p_.out_depth +
-                             g * cog
-                       : out_backprop_ +
-                             ((t.n * p_.out_depth + g * cog) * p_.out_rows +
-                              oh) * p_.out_cols +
-                             ow0;
-              tap_kernel_(run, dy, pixel_stride, channel_stride, cog,
-                          w + b * cog * l_.block,
+              const Acc* x =
+                  dy.data +
+                  ((hp / sh - dy.row0) * dy.cols + ow0 - dy.col0) *
+                      p_.out_depth +
+                  g * cog;
+              tap_kernel_(run, x, p_.out_depth, 1, cog, w + b * packed_block,
+                          packed_block, blocks,
                           acc_run + (h - t.h_begin) * tile_row +
-                              g * l_.blocks * l_.block + b * l_.block,
+                              (g * l_.blocks + b) * l_.block,
                           sw * l_.row_length);
             }
           }
@@ -232,7 +293,7 @@ class BackpropInputTask {
   T* in_backprop_;
   const int64_t col_tiles_;
   const int64_t row_tiles_;
-  const TapKernel<T, Acc> tap_kernel_;
+  const TapKernel<Acc> tap_kernel_;
 };
 
 }  // namespace

@@ -8,10 +8,12 @@
 namespace conv2d_transpose {
 namespace cpu {
 
-#define DECLARE_ISA(isa)                                 \
-  namespace isa {                                        \
-  template <typename T, typename Acc>                    \
-  TapKernel<T, Acc> SelectTapKernel(int64_t block);      \
+#define DECLARE_ISA(isa)                     \
+  namespace isa {                            \
+  template <typename Acc>                    \
+  TapKernel<Acc> SelectTapKernel(int64_t);   \
+  template <typename T>                      \
+  WidenKernel<T> SelectWidenKernel();        \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
@@ -59,17 +61,30 @@ Isa Chosen() {
 
 }  // namespace
 
-template <typename T, typename Acc>
-TapKernel<T, Acc> SelectTapKernel(int64_t block) {
+template <typename Acc>
+TapKernel<Acc> SelectTapKernel(int64_t block) {
   switch (Chosen()) {
     case Isa::kAvx512:
-      return avx512::SelectTapKernel<T, Acc>(block);
+      return avx512::SelectTapKernel<Acc>(block);
     case Isa::kAvx2:
-      return avx2::SelectTapKernel<T, Acc>(block);
+      return avx2::SelectTapKernel<Acc>(block);
     case Isa::kGeneric:
       break;
   }
-  return generic::SelectTapKernel<T, Acc>(block);
+  return generic::SelectTapKernel<Acc>(block);
+}
+
+template <typename T>
+WidenKernel<T> SelectWidenKernel() {
+  switch (Chosen()) {
+    case Isa::kAvx512:
+      return avx512::SelectWidenKernel<T>();
+    case Isa::kAvx2:
+      return avx2::SelectWidenKernel<T>();
+    case Isa::kGeneric:
+      break;
+  }
+  return generic::SelectWidenKernel<T>();
 }
 
 const char* CpuKernelIsa() {
@@ -84,12 +99,11 @@ const char* CpuKernelIsa() {
   return "generic";
 }
 
-template TapKernel<float, float> SelectTapKernel<float, float>(int64_t);
-template TapKernel<double, double> SelectTapKernel<double, double>(int64_t);
-template TapKernel<Eigen::half, float> SelectTapKernel<Eigen::half, float>(int64_t);
-template TapKernel<Eigen::bfloat16, float> SelectTapKernel<Eigen::bfloat16, float>(
-    int64_t);
-template TapKernel<int32_t, uint32_t> SelectTapKernel<int32_t, uint32_t>(int64_t);
+template TapKernel<float> SelectTapKernel<float>(int64_t);
+template TapKernel<double> SelectTapKernel<double>(int64_t);
+template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
+template WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>();
+template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
 
 }  // namespace cpu
 }  // namespace conv2d_transpose

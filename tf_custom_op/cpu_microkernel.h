@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace conv2d_transpose {
 namespace cpu {
@@ -30,31 +31,62 @@ struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
-// acc[r*acc_stride + c] += sum_k dy[r*pixel_stride + k*channel_stride] *
-// w[k*block + c] for r < rows, c < block: the micro-kernel every CPU kernel
-// is built from. Implemented per instruction set in cpu_tap_kernels.cc.
-template <typename T, typename Acc>
-using TapKernel = void (*)(int64_t rows, const T* dy, int64_t pixel_stride,
+// The micro-kernel every CPU kernel is built from, for `blocks` channel
+// blocks of `block` lanes each:
+//   acc[r*acc_stride + j*block + c] +=
+//       sum_k x[r*pixel_stride + k*channel_stride] * w[j*w_block_stride + k*block + c]
+// for r < rows, j < blocks, c < block, summed over k in order (per output
+// element: a fixed order for a given rows/blocks split, so deterministic).
+// Operands are already in the accumulation type. Implemented per instruction
+// set in cpu_tap_kernels.cc with register tiles sized for that set.
+template <typename Acc>
+using TapKernel = void (*)(int64_t rows, const Acc* x, int64_t pixel_stride,
                            int64_t channel_stride, int64_t channels,
-                           const Acc* w, Acc* acc, int64_t acc_stride);
+                           const Acc* w, int64_t w_block_stride, int64_t blocks,
+                           Acc* acc, int64_t acc_stride);
+
+// Channel blocks a caller hands to one micro-kernel call (the AVX-512 tile
+// covers two; more would push the filter panel out of L1).
+constexpr int64_t kBlocksPerCall = 2;
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
 // set this CPU has (AVX-512, AVX2+FMA+F16C, or baseline x86-64), chosen once
 // at run time; CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512 forces one (if
 // the CPU has it). Results are deterministic for a given choice.
+template <typename Acc>
+TapKernel<Acc> SelectTapKernel(int64_t block);
+
+// dst[i] = float(src[i]) for i < n, exactly (every half and bfloat16 value,
+// subnormals, infinities and NaNs included), vectorised where the CPU can.
+template <typename T>
+using WidenKernel = void (*)(const T* src, int64_t n, float* dst);
+template <typename T>
+WidenKernel<T> SelectWidenKernel();  // T: Eigen::half or Eigen::bfloat16
+
+// dst[i] = src[i] in the accumulation type, for i < n: the vectorised
+// widening for half and bfloat16, a plain conversion otherwise.
 template <typename T, typename Acc>
-TapKernel<T, Acc> SelectTapKernel(int64_t block);
+inline void ConvertRow(const T* src, int64_t n, Acc* dst) {
+  if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
+    static const WidenKernel<T> widen = SelectWidenKernel<T>();
+    widen(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
+  }
+}
 
 // Name of the instruction set SelectTapKernel uses: "avx512", "avx2" or
 // "generic".
 const char* CpuKernelIsa();
 
 // Lanes of one channel block for `channels` channels: the micro-kernel's
-// register width, never much wider than the channels it covers.
+// register width, never much wider than the channels it covers (2 or 3
+// channels still take a 4-lane vector: a padded lane is cheaper than scalar
+// code).
 template <typename Acc>
 int64_t BlockWidth(int64_t channels) {
   constexpr int64_t kMaxBlock = 64 / static_cast<int64_t>(sizeof(Acc));
-  const int64_t block = channels >= 16 ? 16 : channels >= 8 ? 8 : channels >= 4 ? 4 : 1;
+  const int64_t block = channels >= 16 ? 16 : channels >= 8 ? 8 : channels >= 2 ? 4 : 1;
   return std::min(block, kMaxBlock);
 }
 

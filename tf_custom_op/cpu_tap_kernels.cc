@@ -6,6 +6,7 @@
 // with code meant for a narrower one.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu_microkernel.h"
 
@@ -45,172 +46,245 @@ inline float HalfToFloat(uint16_t h) {
 #endif
 }
 
-template <typename Acc, typename T>
-inline Acc Widen(T value) {
-  return static_cast<Acc>(value);
-}
-template <>
-inline float Widen<float, Eigen::half>(Eigen::half value) {
-  uint16_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return HalfToFloat(bits);
-}
-template <>
-inline float Widen<float, Eigen::bfloat16>(Eigen::bfloat16 value) {
-  uint16_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return FloatFromBits(static_cast<uint32_t>(bits) << 16);
+inline float BfloatToFloat(uint16_t b) {
+  return FloatFromBits(static_cast<uint32_t>(b) << 16);
 }
 
-// Eight (AVX-512) or four rows at a time share each filter load; kBlock lanes
-// per row stay in registers across the whole channel loop.
-template <typename T, typename Acc, int kBlock>
-void AccumulateTap(int64_t rows, const T* dy, int64_t pixel_stride,
-                   int64_t channel_stride, int64_t channels, const Acc* w,
-                   Acc* acc, int64_t acc_stride) {
-  int64_t r = 0;
+// Register tiles for this instruction set. A channel block is held as
+// kBlock / lanes native vectors ("parts": one 512-bit register per 16-float
+// block on AVX-512, two 256-bit ones on AVX2, four 128-bit ones on SSE2), and
+// a tile is kRows rows x kBlocks blocks of them, kept in registers across the
+// whole channel loop. AVX-512 (32 registers): 8 rows x 2 blocks = 16
+// accumulators, 2 filter loads + 8 broadcasts per 16 FMAs. AVX2 (16
+// registers): 6 rows x 2 parts = 12. SSE2: 2 rows x 4 parts = 8.
 #if defined(__AVX512F__)
-  // With 32 vector registers, eight rows keep eight independent accumulator
-  // chains in flight (FMA latency x two pipes). Not for the 16-bit types: their
-  // widening needs registers too and GCC then spills (measured 3-5x slower).
-  for (; sizeof(T) == sizeof(Acc) && r + 8 <= rows; r += 8) {
-    Acc* o0 = acc + r * acc_stride;
-    Acc a0[kBlock], a1[kBlock], a2[kBlock], a3[kBlock];
-    Acc a4[kBlock], a5[kBlock], a6[kBlock], a7[kBlock];
-    for (int c = 0; c < kBlock; ++c) {
-      a0[c] = o0[c];
-      a1[c] = o0[acc_stride + c];
-      a2[c] = o0[2 * acc_stride + c];
-      a3[c] = o0[3 * acc_stride + c];
-      a4[c] = o0[4 * acc_stride + c];
-      a5[c] = o0[5 * acc_stride + c];
-      a6[c] = o0[6 * acc_stride + c];
-      a7[c] = o0[7 * acc_stride + c];
+constexpr int kVectorBytes = 64;
+constexpr int kBigRows = 8;
+constexpr bool kBlockPairs = true;
+#elif defined(__AVX2__)
+constexpr int kVectorBytes = 32;
+constexpr int kBigRows = 6;
+constexpr bool kBlockPairs = false;
+#else
+constexpr int kVectorBytes = 16;
+constexpr int kBigRows = 2;
+constexpr bool kBlockPairs = false;
+#endif
+
+// `kLanes` lanes of Acc: a GCC vector no wider than the instruction set's
+// registers, or the plain scalar for one lane.
+template <typename Acc, int kLanes>
+struct VecType {
+  typedef Acc type __attribute__((vector_size(kLanes * sizeof(Acc))));
+};
+template <typename Acc>
+struct VecType<Acc, 1> {
+  using type = Acc;
+};
+
+// Lanes of one native vector for a block of kBlock lanes.
+template <typename Acc, int kBlock>
+constexpr int VectorLanes() {
+  constexpr int native = kVectorBytes / static_cast<int>(sizeof(Acc));
+  return kBlock < native ? kBlock : native;
+}
+
+template <typename V, typename Acc>
+inline V Load(const Acc* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename Acc>
+inline void Store(const V& v, Acc* p) {
+  __builtin_memcpy(p, &v, sizeof(V));
+}
+template <typename V, typename Acc>
+inline V Splat(Acc x) {
+  if constexpr (std::is_same_v<V, Acc>) {
+    return x;
+  } else {
+    // The scalar is broadcast; x - 0 is x for every value (-0 included), and
+    // GCC folds it into a single broadcast.
+    return x - V{};
+  }
+}
+
+// Offset of vector column c (block c / parts, part c % parts) in a block
+// row of the packed operand or of the accumulators.
+template <int kBlock, int kLanes>
+constexpr int64_t ColumnOffset(int c, int64_t block_stride) {
+  return (c / (kBlock / kLanes)) * block_stride + (c % (kBlock / kLanes)) * kLanes;
+}
+
+// kRows rows x kBlocks blocks of accumulators held in registers across the
+// whole channel loop; each filter load is shared by the rows, each broadcast
+// by the blocks. Per element the sum runs over k in order.
+template <typename Acc, int kBlock, int kRows, int kBlocks>
+__attribute__((always_inline)) inline void Tile(
+    const Acc* x, int64_t pixel_stride, int64_t channel_stride,
+    int64_t channels, const Acc* w, int64_t w_block_stride, Acc* acc,
+    int64_t acc_stride) {
+  constexpr int kLanes = VectorLanes<Acc, kBlock>();
+  constexpr int kCols = kBlocks * (kBlock / kLanes);
+  using V = typename VecType<Acc, kLanes>::type;
+  V a[kRows][kCols];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      a[r][c] = Load<V>(acc + r * acc_stride + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
-    const T* d0 = dy + r * pixel_stride;
-    for (int64_t k = 0; k < channels; ++k) {
-      const Acc* wr = w + k * kBlock;
-      const T* d = d0 + k * channel_stride;
-      const Acc x0 = Widen<Acc>(d[0]);
-      const Acc x1 = Widen<Acc>(d[pixel_stride]);
-      const Acc x2 = Widen<Acc>(d[2 * pixel_stride]);
-      const Acc x3 = Widen<Acc>(d[3 * pixel_stride]);
-      const Acc x4 = Widen<Acc>(d[4 * pixel_stride]);
-      const Acc x5 = Widen<Acc>(d[5 * pixel_stride]);
-      const Acc x6 = Widen<Acc>(d[6 * pixel_stride]);
-      const Acc x7 = Widen<Acc>(d[7 * pixel_stride]);
-      for (int c = 0; c < kBlock; ++c) {
-        a0[c] += x0 * wr[c];
-        a1[c] += x1 * wr[c];
-        a2[c] += x2 * wr[c];
-        a3[c] += x3 * wr[c];
-        a4[c] += x4 * wr[c];
-        a5[c] += x5 * wr[c];
-        a6[c] += x6 * wr[c];
-        a7[c] += x7 * wr[c];
+  }
+  for (int64_t k = 0; k < channels; ++k) {
+    V wk[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      wk[c] = Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, w_block_stride));
+    }
+    const Acc* xk = x + k * channel_stride;
+    for (int r = 0; r < kRows; ++r) {
+      const V xr = Splat<V>(xk[r * pixel_stride]);
+      for (int c = 0; c < kCols; ++c) a[r][c] += xr * wk[c];
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      Store(a[r][c], acc + r * acc_stride + ColumnOffset<kBlock, kLanes>(c, kBlock));
+    }
+  }
+}
+
+// One row: four partial sums over the channels keep four chains in flight;
+// they are added in a fixed order.
+template <typename Acc, int kBlock, int kBlocks>
+__attribute__((always_inline)) inline void OneRow(
+    const Acc* x, int64_t channel_stride, int64_t channels, const Acc* w,
+    int64_t w_block_stride, Acc* acc) {
+  constexpr int kLanes = VectorLanes<Acc, kBlock>();
+  constexpr int kCols = kBlocks * (kBlock / kLanes);
+  using V = typename VecType<Acc, kLanes>::type;
+  V p[4][kCols];
+  for (int q = 0; q < 4; ++q) {
+    for (int c = 0; c < kCols; ++c) p[q][c] = Splat<V>(Acc(0));
+  }
+  int64_t k = 0;
+  for (; k + 4 <= channels; k += 4) {
+    for (int q = 0; q < 4; ++q) {
+      const V xq = Splat<V>(x[(k + q) * channel_stride]);
+      for (int c = 0; c < kCols; ++c) {
+        p[q][c] += xq * Load<V>(w + (k + q) * kBlock +
+                                ColumnOffset<kBlock, kLanes>(c, w_block_stride));
       }
     }
-    for (int c = 0; c < kBlock; ++c) {
-      o0[c] = a0[c];
-      o0[acc_stride + c] = a1[c];
-      o0[2 * acc_stride + c] = a2[c];
-      o0[3 * acc_stride + c] = a3[c];
-      o0[4 * acc_stride + c] = a4[c];
-      o0[5 * acc_stride + c] = a5[c];
-      o0[6 * acc_stride + c] = a6[c];
-      o0[7 * acc_stride + c] = a7[c];
+  }
+  for (; k < channels; ++k) {
+    const V xk = Splat<V>(x[k * channel_stride]);
+    for (int c = 0; c < kCols; ++c) {
+      p[0][c] += xk * Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, w_block_stride));
     }
+  }
+  for (int c = 0; c < kCols; ++c) {
+    Acc* o = acc + ColumnOffset<kBlock, kLanes>(c, kBlock);
+    Store(Load<V>(o) + ((p[0][c] + p[1][c]) + (p[2][c] + p[3][c])), o);
+  }
+}
+
+template <typename Acc, int kBlock, int kBlocks>
+__attribute__((always_inline)) inline void Rows(
+    int64_t rows, const Acc* x, int64_t pixel_stride, int64_t channel_stride,
+    int64_t channels, const Acc* w, int64_t w_block_stride, Acc* acc,
+    int64_t acc_stride) {
+  int64_t r = 0;
+  for (; r + kBigRows <= rows; r += kBigRows) {
+    Tile<Acc, kBlock, kBigRows, kBlocks>(x + r * pixel_stride, pixel_stride,
+                                         channel_stride, channels, w,
+                                         w_block_stride, acc + r * acc_stride,
+                                         acc_stride);
+  }
+  if constexpr (kBigRows > 4) {
+    for (; r + 4 <= rows; r += 4) {
+      Tile<Acc, kBlock, 4, kBlocks>(x + r * pixel_stride, pixel_stride,
+                                    channel_stride, channels, w, w_block_stride,
+                                    acc + r * acc_stride, acc_stride);
+    }
+  }
+  for (; r < rows; ++r) {
+    OneRow<Acc, kBlock, kBlocks>(x + r * pixel_stride, channel_stride, channels,
+                                 w, w_block_stride, acc + r * acc_stride);
+  }
+}
+
+template <typename Acc, int kBlock>
+void AccumulateTap(int64_t rows, const Acc* x, int64_t pixel_stride,
+                   int64_t channel_stride, int64_t channels, const Acc* w,
+                   int64_t w_block_stride, int64_t blocks, Acc* acc,
+                   int64_t acc_stride) {
+  int64_t j = 0;
+  if constexpr (kBlockPairs) {
+    for (; j + 2 <= blocks; j += 2) {
+      Rows<Acc, kBlock, 2>(rows, x, pixel_stride, channel_stride, channels,
+                           w + j * w_block_stride, w_block_stride,
+                           acc + j * kBlock, acc_stride);
+    }
+  }
+  for (; j < blocks; ++j) {
+    Rows<Acc, kBlock, 1>(rows, x, pixel_stride, channel_stride, channels,
+                         w + j * w_block_stride, w_block_stride,
+                         acc + j * kBlock, acc_stride);
+  }
+}
+
+void WidenHalf(const Eigen::half* src, int64_t n, float* dst) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
 #endif
-  for (; r + 4 <= rows; r += 4) {
-    Acc* o0 = acc + r * acc_stride;
-    Acc* o1 = o0 + acc_stride;
-    Acc* o2 = o1 + acc_stride;
-    Acc* o3 = o2 + acc_stride;
-    Acc a0[kBlock], a1[kBlock], a2[kBlock], a3[kBlock];
-    for (int c = 0; c < kBlock; ++c) {
-      a0[c] = o0[c];
-      a1[c] = o1[c];
-      a2[c] = o2[c];
-      a3[c] = o3[c];
-    }
-    const T* d0 = dy + r * pixel_stride;
-    const T* d1 = d0 + pixel_stride;
-    const T* d2 = d1 + pixel_stride;
-    const T* d3 = d2 + pixel_stride;
-    for (int64_t k = 0; k < channels; ++k) {
-      const Acc* wr = w + k * kBlock;
-      const int64_t off = k * channel_stride;
-      const Acc x0 = Widen<Acc>(d0[off]);
-      const Acc x1 = Widen<Acc>(d1[off]);
-      const Acc x2 = Widen<Acc>(d2[off]);
-      const Acc x3 = Widen<Acc>(d3[off]);
-      for (int c = 0; c < kBlock; ++c) {
-        a0[c] += x0 * wr[c];
-        a1[c] += x1 * wr[c];
-        a2[c] += x2 * wr[c];
-        a3[c] += x3 * wr[c];
-      }
-    }
-    for (int c = 0; c < kBlock; ++c) {
-      o0[c] = a0[c];
-      o1[c] = a1[c];
-      o2[c] = a2[c];
-      o3[c] = a3[c];
-    }
+  for (; i < n; ++i) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, src + i, sizeof(bits));
+    dst[i] = HalfToFloat(bits);
   }
-  // Left-over rows, one at a time: four partial sums over the channels keep
-  // four chains in flight; they are added in a fixed order.
-  for (; r < rows; ++r) {
-    Acc* o = acc + r * acc_stride;
-    Acc p0[kBlock], p1[kBlock], p2[kBlock], p3[kBlock];
-    for (int c = 0; c < kBlock; ++c) p0[c] = p1[c] = p2[c] = p3[c] = Acc(0);
-    const T* d = dy + r * pixel_stride;
-    int64_t k = 0;
-    for (; k + 4 <= channels; k += 4) {
-      const Acc* wr = w + k * kBlock;
-      const Acc x0 = Widen<Acc>(d[k * channel_stride]);
-      const Acc x1 = Widen<Acc>(d[(k + 1) * channel_stride]);
-      const Acc x2 = Widen<Acc>(d[(k + 2) * channel_stride]);
-      const Acc x3 = Widen<Acc>(d[(k + 3) * channel_stride]);
-      for (int c = 0; c < kBlock; ++c) {
-        p0[c] += x0 * wr[c];
-        p1[c] += x1 * wr[kBlock + c];
-        p2[c] += x2 * wr[2 * kBlock + c];
-        p3[c] += x3 * wr[3 * kBlock + c];
-      }
-    }
-    for (; k < channels; ++k) {
-      const Acc* wr = w + k * kBlock;
-      const Acc x = Widen<Acc>(d[k * channel_stride]);
-      for (int c = 0; c < kBlock; ++c) p0[c] += x * wr[c];
-    }
-    for (int c = 0; c < kBlock; ++c) o[c] += (p0[c] + p1[c]) + (p2[c] + p3[c]);
+}
+
+void WidenBfloat16(const Eigen::bfloat16* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, src + i, sizeof(bits));
+    dst[i] = BfloatToFloat(bits);
   }
 }
 
 }  // namespace
 
-template <typename T, typename Acc>
-TapKernel<T, Acc> SelectTapKernel(int64_t block) {
+template <typename Acc>
+TapKernel<Acc> SelectTapKernel(int64_t block) {
   switch (block) {
     case 16:
-      return &AccumulateTap<T, Acc, 16>;
+      return &AccumulateTap<Acc, 16>;
     case 8:
-      return &AccumulateTap<T, Acc, 8>;
+      return &AccumulateTap<Acc, 8>;
     case 4:
-      return &AccumulateTap<T, Acc, 4>;
+      return &AccumulateTap<Acc, 4>;
     default:
-      return &AccumulateTap<T, Acc, 1>;
+      return &AccumulateTap<Acc, 1>;
   }
 }
 
-template TapKernel<float, float> SelectTapKernel<float, float>(int64_t);
-template TapKernel<double, double> SelectTapKernel<double, double>(int64_t);
-template TapKernel<Eigen::half, float> SelectTapKernel<Eigen::half, float>(int64_t);
-template TapKernel<Eigen::bfloat16, float> SelectTapKernel<Eigen::bfloat16, float>(
-    int64_t);
-template TapKernel<int32_t, uint32_t> SelectTapKernel<int32_t, uint32_t>(int64_t);
+template <typename T>
+WidenKernel<T> SelectWidenKernel();
+template <>
+WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>() {
+  return &WidenHalf;
+}
+template <>
+WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>() {
+  return &WidenBfloat16;
+}
+
+template TapKernel<float> SelectTapKernel<float>(int64_t);
+template TapKernel<double> SelectTapKernel<double>(int64_t);
+template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
 
 }  // namespace CONV2D_CPU_ISA
 }  // namespace cpu

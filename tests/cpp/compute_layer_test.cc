@@ -166,7 +166,12 @@ ct::ConvAttrs RandomValidAttrs(bool nchw) {
 bool RandomProblem(ct::ConvProblem* p) {
   const bool nchw = Uniform(0, 1) == 1;
   const ct::ConvAttrs attrs = RandomValidAttrs(nchw);
-  const int64_t groups = Uniform(1, 3), cg = Uniform(1, 20), cog = Uniform(1, 6);
+  // One problem in four has wide channel counts, so that both kernels reach
+  // their two-block register tiles with 16-lane blocks (and padded tails).
+  const bool wide = Uniform(0, 3) == 0;
+  const int64_t groups = Uniform(1, 3);
+  const int64_t cg = wide ? Uniform(17, 40) : Uniform(1, 20);
+  const int64_t cog = wide ? Uniform(17, 40) : Uniform(1, 6);
   const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9), cols = Uniform(0, 12);
   const int64_t kh = Uniform(0, 4), kw = Uniform(1, 4);
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
@@ -230,20 +235,26 @@ int64_t FuzzValidation(int iterations) {
   return rejected;
 }
 
-// Every half and bfloat16 bit pattern goes through the active micro-kernel
-// (x * 1 + 0) and must widen exactly as Eigen (TensorFlow) converts it.
+// Every half and bfloat16 bit pattern goes through the active widening
+// kernel, in runs of every length up to 40 (vector bodies and scalar tails),
+// and must widen exactly as Eigen (TensorFlow) converts it.
 template <typename T>
 int64_t WideningMismatches() {
-  const auto kernel = ct::cpu::SelectTapKernel<T, float>(1);
-  int64_t mismatches = 0;
+  const auto widen = ct::cpu::SelectWidenKernel<T>();
+  std::vector<T> values(0x10000);
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
-    const uint16_t raw = static_cast<uint16_t>(bits);
-    const T value = Eigen::numext::bit_cast<T>(raw);
-    const float one = 1.0f;
-    float acc = 0.0f;
-    kernel(1, &value, 1, 1, 1, &one, &acc, 1);
-    const float expected = static_cast<float>(value);
-    const bool same = std::isnan(expected) ? std::isnan(acc) : acc == expected;
+    values[bits] = Eigen::numext::bit_cast<T>(static_cast<uint16_t>(bits));
+  }
+  std::vector<float> widened(values.size());
+  for (size_t start = 0, length = 1; start < values.size(); start += length) {
+    length = std::min<size_t>(1 + start % 40, values.size() - start);
+    widen(values.data() + start, static_cast<int64_t>(length), widened.data() + start);
+  }
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float expected = static_cast<float>(values[i]);
+    const bool same = std::isnan(expected) ? std::isnan(widened[i])
+                                           : std::memcmp(&expected, &widened[i], 4) == 0;
     mismatches += !same;
   }
   return mismatches;

@@ -1,0 +1,156 @@
+// The CPU compute layer timed on its own (no TensorFlow): both gradients on
+// the large layers of bench_backprop_input.py, on a small std::thread pool,
+// median of repeats, GFLOP/s. For quick kernel work and for profiling:
+//
+//   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter]
+//   perf stat -e cycles,instructions build/compute_bench float input
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../tf_custom_op/conv2d_backprop_filter_cpu.h"
+#include "../tf_custom_op/conv2d_backprop_input_cpu.h"
+#include "../tf_custom_op/conv2d_problem.h"
+#include "../tf_custom_op/cpu_microkernel.h"
+
+namespace ct = conv2d_transpose;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t n, h, w, cin, cout, kh, kw, stride, dilation, groups;
+  bool nchw;
+};
+
+// dx spatial size (h, w); SAME padding throughout.
+const Shape kShapes[] = {
+    {"ENet 64x64 K3 s2 32->32", 1, 128, 128, 32, 32, 3, 3, 2, 1, 1, false},
+    {"DCGAN 8x8 256->128 N64", 64, 16, 16, 128, 256, 5, 5, 2, 1, 1, false},
+    {"DCGAN 16x16 128->64 N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, false},
+    {"DCGAN 32x32 64->3 N64", 64, 64, 64, 3, 64, 5, 5, 2, 1, 1, false},
+    {"U-Net 32x32 512->256 N4", 4, 64, 64, 256, 512, 2, 2, 2, 1, 1, false},
+    {"stride1 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 1, false},
+    {"dilation2 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 2, 1, false},
+    {"groups4 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 4, false},
+    {"DCGAN 16x16 NCHW N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, true},
+};
+
+ct::ParallelFor ThreadPool(int threads) {
+  return [threads](int64_t total, int64_t,
+                   const std::function<void(int64_t, int64_t)>& work) {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) {
+      pool.emplace_back(
+          [&, t] { work(total * t / threads, total * (t + 1) / threads); });
+    }
+    work(0, total / threads);
+    for (auto& th : pool) th.join();
+  };
+}
+
+template <typename T>
+void Run(const Shape& s, bool input_grad, int threads, int repeats) {
+  ct::ConvAttrs attrs;
+  attrs.data_format = s.nchw ? ct::DataFormat::kNCHW : ct::DataFormat::kNHWC;
+  attrs.strides = {1, s.stride, s.stride, 1};
+  attrs.dilations = {1, s.dilation, s.dilation, 1};
+  if (s.nchw) {
+    attrs.strides = {1, 1, s.stride, s.stride};
+    attrs.dilations = {1, 1, s.dilation, s.dilation};
+  }
+  attrs.padding = ct::Padding::kSame;
+  const int64_t oh = (s.h + s.stride - 1) / s.stride;
+  const int64_t ow = (s.w + s.stride - 1) / s.stride;
+  std::vector<int64_t> x_shape = {s.n, s.h, s.w, s.cin};
+  std::vector<int64_t> dy_shape = {s.n, oh, ow, s.cout};
+  if (s.nchw) {
+    x_shape = {s.n, s.cin, s.h, s.w};
+    dy_shape = {s.n, s.cout, oh, ow};
+  }
+  ct::ConvProblem p;
+  const std::string error = ct::ComputeConvProblem(
+      "bench", attrs, x_shape, {s.kh, s.kw, s.cin / s.groups, s.cout},
+      dy_shape, &p);
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s: %s\n", s.name, error.c_str());
+    return;
+  }
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  auto fill = [&](std::vector<T>& v, int64_t size) {
+    v.resize(static_cast<size_t>(size));
+    for (auto& e : v) e = static_cast<T>(dist(rng));
+  };
+  std::vector<T> x, f, dy;
+  fill(x, p.input_elements());
+  fill(f, p.filter_elements());
+  fill(dy, p.out_backprop_elements());
+  const int64_t ws = input_grad ? ct::Conv2DBackpropInputCpuWorkspaceBytes<T>(p)
+                                : ct::Conv2DBackpropFilterCpuWorkspaceBytes<T>(p);
+  std::vector<char> workspace(static_cast<size_t>(ws) + 64);
+  void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(
+                                               workspace.data()) % 64) % 64;
+  const ct::ParallelFor pool = ThreadPool(threads);
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 2; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    if (input_grad) {
+      ct::Conv2DBackpropInputCpu<T>(p, f.data(), dy.data(), x.data(), aligned,
+                                    pool);
+    } else {
+      ct::Conv2DBackpropFilterCpu<T>(p, x.data(), dy.data(), f.data(), aligned,
+                                     pool);
+    }
+    const std::chrono::duration<double> d =
+        std::chrono::steady_clock::now() - start;
+    if (r >= 2) times.push_back(d.count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  std::printf("| %-26s | %8.2f | %7.1f |\n", s.name, median * 1e3,
+              p.flops() / median / 1e9);
+}
+
+template <typename T>
+void RunAll(bool input_grad, const char* only, int threads, int repeats) {
+  for (const Shape& s : kShapes) {
+    if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
+    Run<T>(s, input_grad, threads, repeats);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string dtype = argc > 1 ? argv[1] : "float";
+  const bool input_grad = argc <= 2 || std::string(argv[2]) != "filter";
+  const char* only = argc > 3 ? argv[3] : nullptr;
+  const int threads = static_cast<int>(
+      std::max(1u, std::thread::hardware_concurrency()));
+  const int repeats = 7;
+  std::printf("%s gradient, %s, %d threads, ISA %s\n\n",
+              input_grad ? "input" : "filter", dtype.c_str(), threads,
+              ct::cpu::CpuKernelIsa());
+  std::printf("| %-26s | %8s | %7s |\n|---|---|---|\n", "shape", "ms",
+              "GFLOP/s");
+  if (dtype == "half") {
+    RunAll<Eigen::half>(input_grad, only, threads, repeats);
+  } else if (dtype == "bfloat16") {
+    RunAll<Eigen::bfloat16>(input_grad, only, threads, repeats);
+  } else if (dtype == "double") {
+    RunAll<double>(input_grad, only, threads, repeats);
+  } else {
+    RunAll<float>(input_grad, only, threads, repeats);
+  }
+  return 0;
+}
