@@ -214,15 +214,22 @@ demo: all
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose compare
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose demo
 
-# Side-by-side timings against the built-in and XLA (bench/README.md), JSON
-# into bench/results/; about a minute, not part of make test. The OpenBLAS
-# variables this machine sets pin NumPy's sgemm (the peak column) to a slower
-# kernel: unset for the benchmark only.
-bench: all
-	for run in "input float32" "input float16" "input bfloat16" "filter float32"; do \
+# Side-by-side timings against the built-in and XLA (bench/README.md): tables,
+# JSON and PNG charts into bench/results/, peak memory for the float32 runs;
+# several minutes, not part of make test. The OpenBLAS variables this machine
+# sets pin NumPy's sgemm (the peak column) to a slower kernel: unset for the
+# benchmark only. matplotlib (for the charts) is installed here only.
+BENCH_STAMP := $(STAMP_DIR)/.bench-requirements.stamp
+$(BENCH_STAMP): bench/requirements.txt $(REQS_STAMP)
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	@touch $@
+bench: all $(BENCH_STAMP)
+	for run in "input float32 --memory" "filter float32 --memory" "input float16" \
+	           "input bfloat16" "filter float16" "filter bfloat16"; do \
 	  set -- $$run; env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE TF_CPP_MIN_LOG_LEVEL=3 \
-	    $(PY) bench/bench_backprop_input.py --op $$1 \
-	    --dtype $$2 --json bench/results/backprop_$$1_$$2.json || exit 1; done
+	    $(PY) -m tf_conv2d_transpose bench --op $$1 --dtype $$2 $$3 \
+	    --json bench/results/backprop_$$1_$$2.json --png bench/results/backprop_$$1_$$2.png \
+	    || exit 1; done
 
 clean:
 	rm -rf build $(LIB) $(BUILD_INFO) $(STAMP_DIR)/.editable.stamp \

@@ -1,5 +1,5 @@
 // The CPU compute layer timed on its own (no TensorFlow): both gradients on
-// the large layers of bench_backprop_input.py, on a small std::thread pool,
+// the large layers of `python -m tf_conv2d_transpose bench`, on a std::thread pool,
 // median of repeats, GFLOP/s. For quick kernel work and for profiling:
 //
 //   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter]
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -35,6 +36,8 @@ struct Shape {
 // dx spatial size (h, w); SAME padding throughout.
 const Shape kShapes[] = {
     {"ENet 64x64 K3 s2 32->32", 1, 128, 128, 32, 32, 3, 3, 2, 1, 1, false},
+    {"ENet 128x128 K3 s2 16->16", 1, 256, 256, 16, 16, 3, 3, 2, 1, 1, false},
+    {"DCGAN 4x4 512->256 N64", 64, 8, 8, 256, 512, 5, 5, 2, 1, 1, false},
     {"DCGAN 8x8 256->128 N64", 64, 16, 16, 128, 256, 5, 5, 2, 1, 1, false},
     {"DCGAN 16x16 128->64 N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, false},
     {"DCGAN 32x32 64->3 N64", 64, 64, 64, 3, 64, 5, 5, 2, 1, 1, false},
@@ -42,7 +45,8 @@ const Shape kShapes[] = {
     {"stride1 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 1, false},
     {"dilation2 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 2, 1, false},
     {"groups4 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 4, false},
-    {"DCGAN 16x16 NCHW N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, true},
+    {"groups64 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 64, false},
+    {"DCGAN 16x16 128->64 NCHW N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, true},
 };
 
 ct::ParallelFor ThreadPool(int threads) {
@@ -135,8 +139,10 @@ int main(int argc, char** argv) {
   const std::string dtype = argc > 1 ? argv[1] : "float";
   const bool input_grad = argc <= 2 || std::string(argv[2]) != "filter";
   const char* only = argc > 3 ? argv[3] : nullptr;
-  const int threads = static_cast<int>(
-      std::max(1u, std::thread::hardware_concurrency()));
+  const char* forced_threads = std::getenv("THREADS");
+  const int threads = forced_threads != nullptr
+                          ? std::max(1, std::atoi(forced_threads))
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int repeats = 7;
   std::printf("%s gradient, %s, %d threads, ISA %s\n\n",
               input_grad ? "input" : "filter", dtype.c_str(), threads,

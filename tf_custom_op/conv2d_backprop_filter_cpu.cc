@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_microkernel.h"
@@ -27,9 +28,15 @@ using cpu::SelectTapKernel;
 using cpu::TapKernel;
 
 constexpr int64_t kMaxSlices = 16;
-// out_backprop pixels packed at a time (a chunk of whole rows).
-constexpr int64_t kChunkPixels = 2048;
-constexpr int64_t kPartialBudgetBytes = int64_t{64} << 20;
+// Partial sums may take this much memory, or one filter's worth if more: a
+// large filter is reduced in one slice (parallel over input channels).
+constexpr int64_t kPartialBudgetBytes = int64_t{2} << 20;
+// Tasks the work is cut into when the slices alone give fewer.
+constexpr int64_t kTargetTasks = 16;
+// Input channels per task at least, when they are split across tasks.
+constexpr int64_t kMinChannelsPerTask = 32;
+// Scratch (packed out_backprop + gathered input) per chunk, in elements.
+constexpr int64_t kChunkElements = int64_t{1} << 18;
 
 struct Layout {
   int64_t block;   // out channels per block (micro-kernel lanes)
@@ -37,22 +44,41 @@ struct Layout {
   int64_t lanes;   // blocks * block
   int64_t slice_elements;  // partial sums of one slice: groups*rows*cols*cg*lanes
   int64_t slices;
+  int64_t ci_chunk;   // input channels per task
+  int64_t ci_chunks;  // tasks per (slice, group)
+  bool depthwise;     // one in and one out channel per group, NHWC
+  bool direct;        // one slice whose layout is the output's: no partials
 
-  template <typename Acc>
+  template <typename T, typename Acc>
   static Layout For(const ConvProblem& p) {
     Layout l;
     const int64_t cog = p.out_depth_per_group();
-    l.block = cpu::BlockWidth<Acc>(cog);
+    const int64_t cg = p.filter_in_depth;
+    l.depthwise = cg == 1 && cog == 1 && p.groups > 1 && p.nhwc();
+    l.block = l.depthwise ? 1 : cpu::BlockWidth<Acc>(cog);
     l.blocks = (cog + l.block - 1) / l.block;
     l.lanes = l.blocks * l.block;
-    l.slice_elements = p.groups * p.filter_rows * p.filter_cols *
-                       p.filter_in_depth * l.lanes;
+    l.slice_elements = p.groups * p.filter_rows * p.filter_cols * cg * l.lanes;
     const int64_t reduction_rows = std::max<int64_t>(p.batch * p.out_rows, 1);
-    const int64_t budget = std::max<int64_t>(
-        1, kPartialBudgetBytes /
-               std::max<int64_t>(l.slice_elements * sizeof(Acc), 1));
-    l.slices = std::min({reduction_rows, kMaxSlices, budget});
+    const int64_t slice_bytes =
+        std::max<int64_t>(l.slice_elements * static_cast<int64_t>(sizeof(Acc)), 1);
+    l.slices = std::min({reduction_rows, kMaxSlices,
+                         std::max<int64_t>(1, kPartialBudgetBytes / slice_bytes)});
+    const int64_t wanted = (kTargetTasks + l.slices * p.groups - 1) / (l.slices * p.groups);
+    l.ci_chunks = l.depthwise ? 1
+                              : std::clamp<int64_t>(wanted, 1,
+                                                    std::max<int64_t>(1, cg / kMinChannelsPerTask));
+    l.ci_chunk = (cg + l.ci_chunks - 1) / l.ci_chunks;
+    l.ci_chunks = (cg + l.ci_chunk - 1) / l.ci_chunk;
+    l.direct = std::is_same_v<T, Acc> && l.slices == 1 && p.groups == 1 && l.lanes == cog;
     return l;
+  }
+
+  // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
+  // kChunkElements.
+  int64_t ChunkRows(const ConvProblem& p) const {
+    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + ci_chunk), 64, 4096);
+    return std::max<int64_t>(1, pixels / std::max<int64_t>(p.out_cols, 1));
   }
 };
 
@@ -68,31 +94,43 @@ class BackpropFilterTask {
         partial_(partial),
         tap_kernel_(SelectTapKernel<Acc>(l.block)) {}
 
-  int64_t num_tasks() const { return l_.slices * p_.groups; }
+  int64_t num_tasks() const {
+    return l_.depthwise ? l_.slices : l_.slices * p_.groups * l_.ci_chunks;
+  }
 
   int64_t cost_per_task() const {
     const int64_t rows = p_.batch * p_.out_rows / l_.slices + 1;
     return rows * p_.out_cols *
-           (2 * p_.filter_rows * p_.filter_cols * p_.filter_in_depth *
-                l_.lanes +
-            l_.lanes);
+           (2 * p_.filter_rows * p_.filter_cols * l_.ci_chunk * l_.lanes + l_.lanes);
   }
 
+  // Task (slice, group, input-channel chunk): the slice's rows of the
+  // reduction for the chunk's rows of the filter, summed chunk after chunk of
+  // out_backprop rows, in order.
   void Run(int64_t begin, int64_t end) const {
+    if (l_.depthwise) {
+      RunDepthwise(begin, end);
+      return;
+    }
     const int64_t rows = p_.batch * p_.out_rows;
-    const int64_t chunk_rows =
-        std::max<int64_t>(1, kChunkPixels / std::max<int64_t>(p_.out_cols, 1));
+    const int64_t chunk_rows = l_.ChunkRows(p_);
     const int64_t chunk_pixels = chunk_rows * p_.out_cols;
-    std::vector<Acc> packed_dy(
-        static_cast<size_t>(l_.blocks * chunk_pixels * l_.block));
-    std::vector<Acc> packed_x(
-        static_cast<size_t>(chunk_pixels * p_.filter_in_depth));
+    std::vector<Acc> packed_dy(static_cast<size_t>(chunk_pixels * l_.lanes));
+    std::vector<Acc> packed_x(static_cast<size_t>(chunk_pixels * l_.ci_chunk));
+    const int64_t cg = p_.filter_in_depth;
     const int64_t group_elements = l_.slice_elements / p_.groups;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t slice = task / p_.groups;
-      const int64_t g = task % p_.groups;
+      const int64_t chunk = task % l_.ci_chunks;
+      const int64_t g = (task / l_.ci_chunks) % p_.groups;
+      const int64_t slice = task / (l_.ci_chunks * p_.groups);
+      const int64_t ci0 = chunk * l_.ci_chunk;
+      const int64_t ci1 = std::min(cg, ci0 + l_.ci_chunk);
       Acc* acc = partial_ + slice * l_.slice_elements + g * group_elements;
-      std::fill(acc, acc + group_elements, Acc(0));
+      const int64_t taps = p_.filter_rows * p_.filter_cols;
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        Acc* rows_acc = acc + (tap * cg + ci0) * l_.lanes;
+        std::fill(rows_acc, rows_acc + (ci1 - ci0) * l_.lanes, Acc(0));
+      }
       const int64_t row_begin = slice * rows / l_.slices;
       const int64_t row_end = (slice + 1) * rows / l_.slices;
       for (int64_t r0 = row_begin; r0 < row_end; r0 += chunk_rows) {
@@ -101,12 +139,10 @@ class BackpropFilterTask {
         PackOutBackprop(r0, r1, g, packed_dy.data());
         for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
           for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-            PackInputForTap(r0, r1, g, kh, kw, packed_x.data());
-            Acc* tap_acc = acc + (kh * p_.filter_cols + kw) *
-                                     p_.filter_in_depth * l_.lanes;
+            PackInputForTap(r0, r1, g, kh, kw, ci0, ci1, packed_x.data());
+            Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * l_.lanes;
             for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-              tap_kernel_(p_.filter_in_depth, packed_x.data(), 1,
-                          p_.filter_in_depth, pixels,
+              tap_kernel_(ci1 - ci0, packed_x.data(), 1, ci1 - ci0, pixels,
                           packed_dy.data() + b * pixels * l_.block,
                           pixels * l_.block,
                           std::min(cpu::kBlocksPerCall, l_.blocks - b),
@@ -119,6 +155,39 @@ class BackpropFilterTask {
   }
 
  private:
+  // Depthwise (NHWC, one channel per group): partial[slice][tap][g], each
+  // out_backprop pixel's channels multiplied elementwise with the input
+  // pixel each tap reads, vectorised across the groups; pixels in order.
+  void RunDepthwise(int64_t begin, int64_t end) const {
+    const int64_t channels = p_.groups;
+    const int64_t taps = p_.filter_rows * p_.filter_cols;
+    const int64_t rows = p_.batch * p_.out_rows;
+    std::vector<Acc> x(static_cast<size_t>(channels)), dy(static_cast<size_t>(channels));
+    for (int64_t slice = begin; slice < end; ++slice) {
+      Acc* acc = partial_ + slice * l_.slice_elements;
+      std::fill(acc, acc + taps * channels, Acc(0));
+      for (int64_t r = slice * rows / l_.slices; r < (slice + 1) * rows / l_.slices; ++r) {
+        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+        for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
+          cpu::ConvertRow(out_backprop_ + ((n * p_.out_rows + oh) * p_.out_cols + ow) * channels,
+                          channels, dy.data());
+          for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+            const int64_t h = oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
+            if (h < 0 || h >= p_.in_rows) continue;
+            for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+              const int64_t w = ow * p_.stride_cols - p_.pad_left + kw * p_.dilation_cols;
+              if (w < 0 || w >= p_.in_cols) continue;
+              cpu::ConvertRow(input_ + ((n * p_.in_rows + h) * p_.in_cols + w) * channels,
+                              channels, x.data());
+              Acc* a = acc + (kh * p_.filter_cols + kw) * channels;
+              for (int64_t c = 0; c < channels; ++c) a[c] += x[c] * dy[c];
+            }
+          }
+        }
+      }
+    }
+  }
+
   // packed[b][p][lane] = out_backprop[pixel p of rows [r0, r1)][g*cog +
   // b*block + lane], zero past the group's channels. Rows r count batch x
   // out_rows.
@@ -126,44 +195,49 @@ class BackpropFilterTask {
     const int64_t cog = p_.out_depth_per_group();
     const int64_t plane = p_.out_rows * p_.out_cols;
     const int64_t pixels = (r1 - r0) * p_.out_cols;
+    const int64_t block = l_.block;
     for (int64_t b = 0; b < l_.blocks; ++b) {
-      Acc* dst = packed + b * pixels * l_.block;
+      const int64_t width = std::min(block, cog - b * block);
+      const int64_t c0 = g * cog + b * block;
+      Acc* dst = packed + b * pixels * block;
+      if (p_.nhwc()) {
+        const T* src = out_backprop_ + (r0 * p_.out_cols) * p_.out_depth + c0;
+        for (int64_t i = 0; i < pixels; ++i) {
+          cpu::ConvertRow(src + i * p_.out_depth, width, dst + i * block);
+          std::fill(dst + i * block + width, dst + (i + 1) * block, Acc(0));
+        }
+        continue;
+      }
+      // NCHW: each channel's rows are contiguous; lanes are interleaved.
+      if (width < block) std::fill(dst, dst + pixels * block, Acc(0));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-        for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
-          for (int64_t lane = 0; lane < l_.block; ++lane) {
-            const int64_t co = b * l_.block + lane;
-            Acc value(0);
-            if (co < cog) {
-              const int64_t c = g * cog + co;
-              value = static_cast<Acc>(
-                  p_.nhwc()
-                      ? out_backprop_[((n * p_.out_rows + oh) * p_.out_cols +
-                                       ow) * p_.out_depth +
-                                      c]
-                      : out_backprop_[(n * p_.out_depth + c) * plane +
-                                      oh * p_.out_cols + ow]);
-            }
-            *dst++ = value;
+        Acc* row = dst + (r - r0) * p_.out_cols * block;
+        for (int64_t lane = 0; lane < width; ++lane) {
+          const T* src = out_backprop_ + (n * p_.out_depth + c0 + lane) * plane + oh * p_.out_cols;
+          for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
+            row[ow * block + lane] = static_cast<Acc>(src[ow]);
           }
         }
       }
     }
   }
 
-  // packed[p][ci] = input[pixel that tap (kh, kw) reads for out_backprop
-  // pixel p][g*cg + ci], zero where it reads padding.
-  void PackInputForTap(int64_t r0, int64_t r1, int64_t g, int64_t kh,
-                       int64_t kw, Acc* packed) const {
+  // packed[p][ci - ci0] = input[pixel that tap (kh, kw) reads for
+  // out_backprop pixel p][g*cg + ci] for ci in [ci0, ci1), zero where it
+  // reads padding.
+  void PackInputForTap(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t ci0,
+                       int64_t ci1, Acc* packed) const {
     const int64_t cg = p_.filter_in_depth;
+    const int64_t width = ci1 - ci0;
     const int64_t plane = p_.in_rows * p_.in_cols;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
       const int64_t h =
           oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
-      Acc* row = packed + (r - r0) * p_.out_cols * cg;
+      Acc* row = packed + (r - r0) * p_.out_cols * width;
       if (h < 0 || h >= p_.in_rows) {
-        std::fill(row, row + p_.out_cols * cg, Acc(0));
+        std::fill(row, row + p_.out_cols * width, Acc(0));
         continue;
       }
       // Columns ow whose tap reads w = ow*sw - pad_left + kw*dilation inside
@@ -175,24 +249,24 @@ class BackpropFilterTask {
       const int64_t last = p_.in_cols - 1 + shift;
       const int64_t ow_hi =
           last < 0 ? ow_lo : std::max(ow_lo, std::min(p_.out_cols, last / sw + 1));
-      std::fill(row, row + ow_lo * cg, Acc(0));
-      std::fill(row + ow_hi * cg, row + p_.out_cols * cg, Acc(0));
+      std::fill(row, row + ow_lo * width, Acc(0));
+      std::fill(row + ow_hi * width, row + p_.out_cols * width, Acc(0));
       if (p_.nhwc()) {
         for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
           const T* src = input_ +
                          ((n * p_.in_rows + h) * p_.in_cols + ow * sw - shift) *
                              p_.in_depth +
-                         g * cg;
-          cpu::ConvertRow(src, cg, row + ow * cg);
+                         g * cg + ci0;
+          cpu::ConvertRow(src, width, row + ow * width);
         }
       } else {
         // Channel-major reads: each input row is walked with the column
         // stride, one channel plane at a time.
-        for (int64_t ci = 0; ci < cg; ++ci) {
+        for (int64_t ci = ci0; ci < ci1; ++ci) {
           const T* src = input_ + (n * p_.in_depth + g * cg + ci) * plane +
                          h * p_.in_cols - shift;
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-            row[ow * cg + ci] = static_cast<Acc>(src[ow * sw]);
+            row[ow * width + ci - ci0] = static_cast<Acc>(src[ow * sw]);
           }
         }
       }
@@ -216,10 +290,10 @@ int64_t Conv2DBackpropFilterCpuWorkspaceBytes(const ConvProblem& p) {
       p.out_backprop_elements() == 0) {
     return 0;
   }
-  const Layout l = Layout::For<Acc>(p);
+  const Layout l = Layout::For<T, Acc>(p);
+  if (l.direct) return 0;
   int64_t bytes = static_cast<int64_t>(sizeof(Acc));
-  for (int64_t f : {l.slices, p.groups, p.filter_rows, p.filter_cols,
-                    p.filter_in_depth, l.lanes}) {
+  for (int64_t f : {l.slices, l.slice_elements}) {
     if (__builtin_mul_overflow(bytes, f, &bytes)) return -1;
   }
   return bytes;
@@ -235,12 +309,16 @@ void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
     std::fill(filter_backprop, filter_backprop + p.filter_elements(), T(0));
     return;
   }
-  const Layout layout = Layout::For<Acc>(p);
-  Acc* partial = static_cast<Acc*>(workspace);
+  const Layout layout = Layout::For<T, Acc>(p);
+  // With one slice in the output's own layout, the tasks sum straight into
+  // the output (T is Acc then): no partial buffer, no final pass.
+  Acc* partial = layout.direct ? reinterpret_cast<Acc*>(filter_backprop)
+                               : static_cast<Acc*>(workspace);
   const BackpropFilterTask<T, Acc> task(p, layout, input, out_backprop,
                                         partial);
   parallel_for(task.num_tasks(), task.cost_per_task(),
                [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
+  if (layout.direct) return;
 
   // filter_backprop[kh][kw][ci][g*cog + co] = sum over slices, in order.
   const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
@@ -252,10 +330,20 @@ void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
         // Whole rows of out channels at a time, slice after slice, so the
         // loops run over contiguous memory; per element the slices are still
         // added in order.
-        std::vector<Acc> sum(static_cast<size_t>(cog));
+        std::vector<Acc> sum(static_cast<size_t>(layout.depthwise ? p.groups : cog));
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t tap = unit / cg, ci = unit % cg;
           T* out = filter_backprop + unit * p.out_depth;
+          if (layout.depthwise) {  // partial[slice][tap][g]
+            const Acc* src = partial + tap * p.groups;
+            std::copy(src, src + p.groups, sum.begin());
+            for (int64_t s = 1; s < layout.slices; ++s) {
+              const Acc* slice = src + s * layout.slice_elements;
+              for (int64_t g = 0; g < p.groups; ++g) sum[g] += slice[g];
+            }
+            for (int64_t g = 0; g < p.groups; ++g) out[g] = static_cast<T>(sum[g]);
+            continue;
+          }
           for (int64_t g = 0; g < p.groups; ++g) {
             const Acc* src = partial + g * group_elements +
                              (tap * cg + ci) * layout.lanes;

@@ -60,11 +60,21 @@ struct Layout {
 
 // packed[g][kh][kw][b][co][lane] = filter[kh][kw][b*block + lane][g*cog + co],
 // zero for lanes past the group's channels.
+// Depthwise problems (one in and one out channel per group) take their own
+// path, vectorised across the groups instead of within one.
+bool Depthwise(const ConvProblem& p) {
+  return p.filter_in_depth == 1 && p.out_depth_per_group() == 1 && p.groups > 1;
+}
+
 template <typename T, typename Acc>
 void PackFilter(const ConvProblem& p, const Layout& l, const T* filter,
                 Acc* packed) {
   const int64_t cg = p.filter_in_depth;
   const int64_t cog = p.out_depth_per_group();
+  if (Depthwise(p)) {  // packed[kh][kw][g]: the filter itself, converted
+    cpu::ConvertRow(filter, p.filter_elements(), packed);
+    return;
+  }
   Acc* dst = packed;
   for (int64_t g = 0; g < p.groups; ++g) {
     for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
@@ -204,6 +214,10 @@ class BackpropInputTask {
   // Per output element the sum runs over (kh, kw) in order, then the group's
   // out channels: the same order whatever the thread count.
   void Accumulate(const Tile& t, const Panel& dy) const {
+    if (Depthwise(p_)) {
+      AccumulateDepthwise(t, dy);
+      return;
+    }
     const int64_t cog = p_.out_depth_per_group();
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     const int64_t packed_tap = l_.blocks * cog * l_.block;
@@ -244,6 +258,37 @@ class BackpropInputTask {
                               (g * l_.blocks + b) * l_.block,
                           sw * l_.row_length);
             }
+          }
+        }
+      }
+    }
+  }
+
+  // acc[pixel][g] += dy[pixel read by the tap][g] * filter[kh][kw][g], for
+  // every tap in order, elementwise across the groups.
+  void AccumulateDepthwise(const Tile& t, const Panel& dy) const {
+    const int64_t channels = p_.groups;
+    const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
+    const int64_t tile_row = l_.tile_cols * l_.row_length;
+    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
+        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
+        lo = (lo + sw - 1) / sw * sw;
+        const int64_t hi = std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
+        if (hi < lo) continue;
+        const int64_t run = (hi - lo) / sw + 1;
+        const int64_t ow0 = lo / sw;
+        const Acc* w = packed_ + (kh * p_.filter_cols + kw) * channels;
+        for (int64_t h = t.h_begin; h < t.h_end; ++h) {
+          const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
+          if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
+          const Acc* x = dy.data + ((hp / sh - dy.row0) * dy.cols + ow0 - dy.col0) * channels;
+          Acc* acc = t.acc + (h - t.h_begin) * tile_row + (lo - shift - t.w_begin) * l_.row_length;
+          for (int64_t r = 0; r < run; ++r) {
+            Acc* a = acc + r * sw * l_.row_length;
+            const Acc* xr = x + r * channels;
+            for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
           }
         }
       }

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tf_conv2d_transpose {validate,compare,demo}``.
+"""Command line: ``python -m tf_conv2d_transpose {validate,compare,demo,bench}``.
 
 ``validate`` runs a grid of configurations in every dtype and compares the
 plugin with TensorFlow's built-in kernel, or with the built-in under XLA where
@@ -237,13 +237,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     commands.add_parser(
         "demo", add_help=False, help="float64 autoencoder on the bundled digits (demo --help)"
     )
-    args, demo_args = parser.parse_known_args(argv)
+    commands.add_parser(
+        "bench", add_help=False, help="timings against the built-in and XLA (bench --help)"
+    )
+    args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from tf_conv2d_transpose import demo
 
-        return demo.main(demo_args)
-    if demo_args:
-        parser.error(f"unrecognized arguments: {' '.join(demo_args)}")
+        return demo.main(rest)
+    if args.command == "bench":
+        from tf_conv2d_transpose import benchmark
+
+        return benchmark.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "validate":
         ok = validate(quick=args.quick)
     else:

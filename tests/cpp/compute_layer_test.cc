@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../tf_custom_op/conv2d_backprop_filter_cpu.h"
@@ -167,11 +168,13 @@ bool RandomProblem(ct::ConvProblem* p) {
   const bool nchw = Uniform(0, 1) == 1;
   const ct::ConvAttrs attrs = RandomValidAttrs(nchw);
   // One problem in four has wide channel counts, so that both kernels reach
-  // their two-block register tiles with 16-lane blocks (and padded tails).
-  const bool wide = Uniform(0, 3) == 0;
-  const int64_t groups = Uniform(1, 3);
-  const int64_t cg = wide ? Uniform(17, 40) : Uniform(1, 20);
-  const int64_t cog = wide ? Uniform(17, 40) : Uniform(1, 6);
+  // their two-block register tiles with 16-lane blocks (and padded tails);
+  // one in eight is depthwise (one channel per group, many groups).
+  const int kind = Uniform(0, 7);
+  const bool wide = kind < 2, depthwise = kind == 2;
+  const int64_t groups = depthwise ? Uniform(2, 40) : Uniform(1, 3);
+  const int64_t cg = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 20);
+  const int64_t cog = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 6);
   const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9), cols = Uniform(0, 12);
   const int64_t kh = Uniform(0, 4), kw = Uniform(1, 4);
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
@@ -277,6 +280,33 @@ int main() {
                     : kind == 3 ? RunOne<Eigen::bfloat16>(p, 1e-2, filter_op)
                                 : RunOne<int32_t>(p, 0, false);
     (ok ? passed : failed)++;
+  }
+  // Filters over the partial-sum budget: the filter gradient reduces them in
+  // one slice split by input channels (straight into the output when the
+  // type and layout allow), which small random problems never reach.
+  for (const auto& [format, groups, cog] : {std::tuple{ct::DataFormat::kNHWC, 1, 128},
+                                            std::tuple{ct::DataFormat::kNCHW, 1, 120},
+                                            std::tuple{ct::DataFormat::kNHWC, 2, 64}}) {
+    ct::ConvAttrs attrs;
+    attrs.data_format = format;
+    const bool nhwc = format == ct::DataFormat::kNHWC;
+    attrs.strides = nhwc ? std::vector<int64_t>{1, 2, 2, 1} : std::vector<int64_t>{1, 1, 2, 2};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = ct::Padding::kSame;
+    const int64_t cg = 96;
+    const std::vector<int64_t> input =
+        nhwc ? std::vector<int64_t>{2, 6, 5, groups * cg} : std::vector<int64_t>{2, groups * cg, 6, 5};
+    const std::vector<int64_t> dy = nhwc ? std::vector<int64_t>{2, 3, 3, groups * cog}
+                                         : std::vector<int64_t>{2, groups * cog, 3, 3};
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, input, {5, 5, cg, groups * cog}, dy, &p).empty()) {
+      std::printf("large-filter problem rejected\n");
+      return 1;
+    }
+    for (const bool ok : {RunOne<float>(p, 1e-6, true), RunOne<double>(p, 1e-12, true),
+                          RunOne<Eigen::half>(p, 1e-3, true)}) {
+      (ok ? passed : failed)++;
+    }
   }
   const int64_t rejected = FuzzValidation(20000);
   for (const int64_t widening : {WideningMismatches<Eigen::half>(),

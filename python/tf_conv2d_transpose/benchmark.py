@@ -1,0 +1,322 @@
+"""Side-by-side CPU benchmark: ``python -m tf_conv2d_transpose bench``.
+
+Times the plugin's ``Conv2DBackpropInput`` (or, with ``--op filter``,
+``Conv2DBackpropFilter``) against TensorFlow's built-in op and the built-in
+under ``jit_compile=True`` (XLA), in one process, interleaved, after two
+warm-up calls, median of ``--repeats`` calls (each wrapped in a
+``tf.function``). FLOPs = 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column
+is NumPy's float32 2048x2048 product measured in the same process. Prints a
+markdown table and the geometric-mean speed-ups last; ``--json`` and
+``--png`` write the results and a chart. ``--memory`` also measures, for
+each shape, how much one eager call grows the peak resident memory of a
+fresh process (the plugin's and the built-in's).
+
+Shapes are named after the layers they come from: out_backprop (dy) spatial
+size, kernel, stride, channels Co -> Cin, batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_conv2d_transpose as t2d  # noqa: E402
+from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
+
+KINDS = ("plugin", "builtin", "xla")
+
+
+def _same(n: int, dy_h: int, dy_w: int, co: int, ci: int, k: int, s: int, **kw) -> C:
+    """A SAME-padded layer given by its out_backprop size (dx = dy * stride)."""
+    return C(n, dy_h * s, dy_w * s, ci, co, k, k, (s, s), padding="SAME", **kw)
+
+
+# (name, config, in the half-type runs). dy spatial -> dx, Co -> Cin.
+SHAPES: List[Tuple[str, C, bool]] = [
+    ("FCN-32 9x11 K64 s32 21->21", _same(1, 9, 11, 21, 21, 64, 32), False),
+    ("FCN-16 9x11 K4 s2 21->21", _same(1, 9, 11, 21, 21, 4, 2), False),
+    ("FCN-16 18x22 K32 s16 21->21", _same(1, 18, 22, 21, 21, 32, 16), False),
+    ("FCN-8 18x22 K4 s2 21->21", _same(1, 18, 22, 21, 21, 4, 2), False),
+    ("FCN-8 36x44 K16 s8 21->21", _same(1, 36, 44, 21, 21, 16, 8), False),
+    ("ENet 64x64 K3 s2 32->32", _same(1, 64, 64, 32, 32, 3, 2), False),
+    ("ENet 128x128 K3 s2 16->16", _same(1, 128, 128, 16, 16, 3, 2), False),
+    ("ENet 256x256 K2 s2 16->12", _same(1, 256, 256, 16, 12, 2, 2), False),
+    ("ESPNet 64x128 K2 s2 20->20", _same(1, 64, 128, 20, 20, 2, 2), False),
+    ("ESPNet 128x256 K2 s2 20->20", _same(1, 128, 256, 20, 20, 2, 2), False),
+    ("ESPNet 256x512 K2 s2 20->20", _same(1, 256, 512, 20, 20, 2, 2), False),
+    ("DCGAN 4x4 512->256 N64", _same(64, 4, 4, 512, 256, 5, 2), True),
+    ("DCGAN 8x8 256->128 N64", _same(64, 8, 8, 256, 128, 5, 2), True),
+    ("DCGAN 16x16 128->64 N64", _same(64, 16, 16, 128, 64, 5, 2), True),
+    ("DCGAN 32x32 64->3 N64", _same(64, 32, 32, 64, 3, 5, 2), True),
+    ("U-Net 32x32 512->256 N4", _same(4, 32, 32, 512, 256, 2, 2), True),
+    ("U-Net 64x64 256->128 N4", _same(4, 64, 64, 256, 128, 2, 2), True),
+    ("pix2pix 128x128 K4 128->64", _same(1, 128, 128, 128, 64, 4, 2), False),
+    ("stride1 56x56 64->64 N8", _same(8, 56, 56, 64, 64, 3, 1), False),
+    ("stride1 14x14 256->256 N32", _same(32, 14, 14, 256, 256, 3, 1), False),
+    ("dilation2 56x56 64->64 N8", _same(8, 56, 56, 64, 64, 3, 1, dilation=(2, 2)), False),
+    ("groups4 56x56 64->64 N8", _same(8, 56, 56, 64, 64, 3, 1, groups=4), False),
+    ("groups64 56x56 64->64 N8", _same(8, 56, 56, 64, 64, 3, 1, groups=64), False),
+    ("DCGAN 16x16 128->64 NCHW N64", _same(64, 16, 16, 128, 64, 5, 2, data_format="NCHW"), False),
+]
+
+
+def shapes_for(dtype: tf.DType) -> List[Tuple[str, C]]:
+    """The grid for one dtype: every shape in float32/float64, the DCGAN and
+    U-Net layers in the 16-bit types."""
+    half = dtype in (tf.float16, tf.bfloat16)
+    return [(name, config) for name, config, in_half in SHAPES if in_half or not half]
+
+
+def _op(kind: str, which: str) -> Callable:
+    """run(sizes, a, dy, attrs): the input gradient (a = filter) or the filter
+    gradient (a = input) of the plugin or the built-in, in a tf.function."""
+    plugin = kind == "plugin"
+    if which == "input":
+        op = t2d.raw_ops.conv2d_backprop_input if plugin else tf.raw_ops.Conv2DBackpropInput
+
+        def run(sizes: tf.Tensor, w: tf.Tensor, dy: tf.Tensor, attrs: Dict) -> tf.Tensor:
+            return op(input_sizes=sizes, filter=w, out_backprop=dy, **attrs)
+    else:
+        op = t2d.raw_ops.conv2d_backprop_filter if plugin else tf.raw_ops.Conv2DBackpropFilter
+
+        def run(sizes: tf.Tensor, x: tf.Tensor, dy: tf.Tensor, attrs: Dict) -> tf.Tensor:
+            return op(input=x, filter_sizes=sizes, out_backprop=dy, **attrs)
+
+    return tf.function(run, jit_compile=kind == "xla")
+
+
+def _operands(config: C, which: str, dtype: tf.DType) -> Tuple[tf.Tensor, ...]:
+    rng = np.random.default_rng(0)
+    first = config.filter_shape if which == "input" else config.input_shape
+    a = tf.constant(rng.standard_normal(first), dtype)
+    dy = tf.constant(rng.standard_normal(config.out_backprop_shape), dtype)
+    sizes = tf.constant(config.input_shape if which == "input" else config.filter_shape)
+    return sizes, a, dy
+
+
+def sgemm_gflops(size: int = 2048, repeats: int = 5) -> float:
+    """NumPy's float32 matrix product in this process: the machine's GEMM peak
+    as the BLAS NumPy ships reaches it."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2.0 * size**3 / statistics.median(times) / 1e9
+
+
+def geomean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def probe_memory(which: str, dtype: str, index: int, kind: str) -> int:
+    """Bytes by which one eager call grows this (fresh) process's peak
+    resident set, inputs already resident; the output is included."""
+    config = shapes_for(tf.as_dtype(dtype))[index][1]
+    sizes, a, dy = _operands(config, which, tf.as_dtype(dtype))
+    run = _op(kind, which).python_function
+    before = _status_kib("VmRSS")
+    _ = run(sizes, a, dy, config.op_attrs()).numpy()
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def _measure_memory(which: str, dtype: str, index: int, kind: str) -> Optional[int]:
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_conv2d_transpose.benchmark", "--probe-memory"]
+        + ["--op", which, "--dtype", dtype, "--shape-index", str(index), "--kind", kind],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    if result.returncode != 0:
+        return None  # the built-in refuses this configuration
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+def run_benchmark(
+    which: str, dtype_name: str, repeats: int, memory: bool, only: Optional[str]
+) -> Dict:
+    dtype = tf.as_dtype(dtype_name)
+    ops = {kind: _op(kind, which) for kind in KINDS}
+    peak = sgemm_gflops()
+    header = (
+        f"| {which} gradient ({dtype_name}) | plugin ms | built-in ms | XLA ms | GFLOP/s "
+        "| % of sgemm | vs built-in | vs XLA |"
+    )
+    if memory:
+        header += " plugin MiB | built-in MiB |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    results = []
+    for index, (name, config) in enumerate(shapes_for(dtype)):
+        if only and only not in name:
+            continue
+        sizes, a, dy = _operands(config, which, dtype)
+        attrs = config.op_attrs()
+        times: Dict[str, List[float]] = {}
+        for kind in KINDS:
+            try:
+                ops[kind](sizes, a, dy, attrs).numpy()
+                ops[kind](sizes, a, dy, attrs).numpy()
+                times[kind] = []
+            except tf.errors.InvalidArgumentError:
+                pass  # the built-in refuses it on this CPU
+        for _ in range(repeats):
+            for kind in times:
+                start = time.perf_counter()
+                ops[kind](sizes, a, dy, attrs).numpy()
+                times[kind].append(time.perf_counter() - start)
+        ms = {kind: statistics.median(t) * 1e3 for kind, t in times.items()}
+        gflops = config.flops() / (ms["plugin"] * 1e-3) / 1e9
+        cells = [f"{ms[k]:.2f}" if k in ms else "fails" for k in KINDS]
+        ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in KINDS[1:]]
+        row = (
+            f"| {name} | {' | '.join(cells)} | {gflops:.1f} | {100 * gflops / peak:.0f}% | "
+            f"{' | '.join(ratios)} |"
+        )
+        entry = {
+            "op": which,
+            "shape": name,
+            "config": config.describe(),
+            "dtype": dtype_name,
+            "median_ms": ms,
+            "plugin_gflops": gflops,
+        }
+        if memory:
+            entry["peak_memory_bytes"] = {
+                kind: _measure_memory(which, dtype_name, index, kind)
+                for kind in ("plugin", "builtin")
+            }
+            row += "".join(
+                f" {b / 2**20:.1f} |" if b is not None else " fails |"
+                for b in entry["peak_memory_bytes"].values()
+            )
+        print(row, flush=True)
+        results.append(entry)
+    speedups = {
+        kind: geomean(
+            [
+                r["median_ms"][kind] / r["median_ms"]["plugin"]
+                for r in results
+                if kind in r["median_ms"]
+            ]
+        )
+        for kind in KINDS[1:]
+    }
+    slowest = min(
+        (
+            (r["median_ms"]["builtin"] / r["median_ms"]["plugin"], r["shape"])
+            for r in results
+            if "builtin" in r["median_ms"]
+        ),
+        default=(float("nan"), "-"),
+    )
+    print(
+        f"\nsgemm peak (NumPy, this process): {peak:.0f} GFLOP/s; lowest ratio vs built-in: "
+        f"{slowest[0]:.2f}x ({slowest[1]}); geometric-mean speed-up vs built-in (where it "
+        f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x"
+    )
+    return {
+        "op": which,
+        "dtype": dtype_name,
+        "sgemm_gflops": peak,
+        "geomean_speedup": speedups,
+        "shapes": results,
+    }
+
+
+def plot(summary: Dict, path: str) -> None:
+    """A horizontal bar chart of GFLOP/s per shape (plugin, built-in, XLA)
+    with the measured sgemm peak as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = summary["shapes"]
+    names = [r["shape"] for r in shapes]
+    flops = {r["shape"]: r["plugin_gflops"] * r["median_ms"]["plugin"] for r in shapes}
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(names) + 1.5))
+    height = 0.27
+    labels = {"plugin": "plugin", "builtin": "TF built-in", "xla": "built-in + XLA"}
+    for offset, kind in enumerate(KINDS):
+        values = [
+            flops[r["shape"]] / r["median_ms"][kind] if kind in r["median_ms"] else 0.0
+            for r in shapes
+        ]
+        ax.barh(
+            [i + (offset - 1) * height for i in range(len(names))],
+            values,
+            height=height,
+            label=labels[kind],
+        )
+    ax.axvline(summary["sgemm_gflops"], color="black", linestyle="--", linewidth=1)
+    ax.text(summary["sgemm_gflops"], -0.9, " sgemm peak", fontsize=8)
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("GFLOP/s (higher is better; a missing bar: the built-in refuses it)")
+    ax.set_title(f"{summary['op']} gradient, {summary['dtype']}, CPU")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_conv2d_transpose bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--op", choices=["input", "filter"], default="input")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", default=None, help="only shapes whose name contains this")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--png", default=None, help="write a chart here (needs matplotlib)")
+    parser.add_argument("--probe-memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--shape-index", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--kind", choices=KINDS, default="plugin", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.probe_memory:
+        print(probe_memory(args.op, args.dtype, args.shape_index, args.kind))
+        return 0
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    summary = run_benchmark(args.op, args.dtype, args.repeats, args.memory, args.only)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    if args.png:
+        plot(summary, args.png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
