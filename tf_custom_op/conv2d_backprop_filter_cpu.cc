@@ -141,12 +141,21 @@ class BackpropFilterTask {
           for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
             PackInputForTap(r0, r1, g, kh, kw, ci0, ci1, packed_x.data());
             Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * l_.lanes;
+            // Rows: the chunk's input channels; reduction: its pixels.
+            cpu::TapOperands<Acc> o;
+            o.x = packed_x.data();
+            o.pixel_stride = 1;
+            o.channel_stride = ci1 - ci0;
+            o.channels = pixels;
+            o.w_block_stride = pixels * l_.block;
+            o.acc_stride = l_.lanes;
+            o.rows = o.run = ci1 - ci0;
+            o.x_line_stride = o.acc_line_stride = 0;
             for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-              tap_kernel_(ci1 - ci0, packed_x.data(), 1, ci1 - ci0, pixels,
-                          packed_dy.data() + b * pixels * l_.block,
-                          pixels * l_.block,
-                          std::min(cpu::kBlocksPerCall, l_.blocks - b),
-                          tap_acc + b * l_.block, l_.lanes);
+              o.w = packed_dy.data() + b * pixels * l_.block;
+              o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
+              o.acc = tap_acc + b * l_.block;
+              tap_kernel_(o);
             }
           }
         }

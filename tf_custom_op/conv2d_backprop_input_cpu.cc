@@ -235,29 +235,38 @@ class BackpropInputTask {
         if (hi < lo) continue;
         const int64_t run = (hi - lo) / sw + 1;
         const int64_t ow0 = lo / sw;
-        Acc* acc_run = t.acc + (lo - shift - t.w_begin) * l_.row_length;
+        // Rows likewise: h + pad_top - kh*dilation a multiple of the stride
+        // inside [0, (out_rows-1)*stride]; each is a line of `run` pixels,
+        // and one micro-kernel call covers all the lines.
+        const int64_t vshift = p_.pad_top - kh * p_.dilation_rows;
+        int64_t top = std::max<int64_t>(t.h_begin + vshift, 0);
+        top = (top + sh - 1) / sh * sh;
+        const int64_t bottom = std::min(t.h_end - 1 + vshift, (p_.out_rows - 1) * sh);
+        if (bottom < top) continue;
+        cpu::TapOperands<Acc> o;
+        o.pixel_stride = p_.out_depth;
+        o.channel_stride = 1;
+        o.channels = cog;
+        o.w_block_stride = packed_block;
+        o.acc_stride = sw * l_.row_length;
+        o.run = run;
+        o.rows = ((bottom - top) / sh + 1) * run;
+        o.x_line_stride = dy.cols * p_.out_depth;
+        o.acc_line_stride = sh * tile_row;
+        const Acc* x = dy.data + ((top / sh - dy.row0) * dy.cols + ow0 - dy.col0) * p_.out_depth;
+        Acc* acc = t.acc + (top - vshift - t.h_begin) * tile_row +
+                   (lo - shift - t.w_begin) * l_.row_length;
         for (int64_t g = 0; g < p_.groups; ++g) {
           const Acc* w =
               packed_ +
               ((g * p_.filter_rows + kh) * p_.filter_cols + kw) * packed_tap;
-          // A few packed blocks at a time, applied to every row of the tile
-          // they reach, so they stay in L1 across the rows.
+          o.x = x + g * cog;
+          // A block pair at a time over all the rows, so that it stays in L1.
           for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-            const int64_t blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
-            for (int64_t h = t.h_begin; h < t.h_end; ++h) {
-              const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
-              if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
-              const Acc* x =
-                  dy.data +
-                  ((hp / sh - dy.row0) * dy.cols + ow0 - dy.col0) *
-                      p_.out_depth +
-                  g * cog;
-              tap_kernel_(run, x, p_.out_depth, 1, cog, w + b * packed_block,
-                          packed_block, blocks,
-                          acc_run + (h - t.h_begin) * tile_row +
-                              (g * l_.blocks + b) * l_.block,
-                          sw * l_.row_length);
-            }
+            o.w = w + b * packed_block;
+            o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
+            o.acc = acc + (g * l_.blocks + b) * l_.block;
+            tap_kernel_(o);
           }
         }
       }

@@ -31,19 +31,32 @@ struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
-// The micro-kernel every CPU kernel is built from, for `blocks` channel
-// blocks of `block` lanes each:
-//   acc[r*acc_stride + j*block + c] +=
-//       sum_k x[r*pixel_stride + k*channel_stride] * w[j*w_block_stride + k*block + c]
-// for r < rows, j < blocks, c < block, summed over k in order (per output
-// element: a fixed order for a given rows/blocks split, so deterministic).
-// Operands are already in the accumulation type. Implemented per instruction
-// set in cpu_tap_kernels.cc with register tiles sized for that set.
+// The operands of one micro-kernel call: `rows` rows of x (one scalar per
+// channel k) times a packed panel w of `blocks` channel blocks of `block`
+// lanes, summed into rows of accumulators:
+//   acc[row(i) + j*block + c] += sum_k x[xrow(i) + k*channel_stride] *
+//                                      w[j*w_block_stride + k*block + c]
+// for i < rows, j < blocks, c < block, k < channels in order. Rows come in
+// lines of `run`: row i is position i % run of line i / run, so
+//   xrow(i) = (i / run) * x_line_stride + (i % run) * pixel_stride,
+//   row(i) = (i / run) * acc_line_stride + (i % run) * acc_stride,
+// which lets one call cover several short output rows.
 template <typename Acc>
-using TapKernel = void (*)(int64_t rows, const Acc* x, int64_t pixel_stride,
-                           int64_t channel_stride, int64_t channels,
-                           const Acc* w, int64_t w_block_stride, int64_t blocks,
-                           Acc* acc, int64_t acc_stride);
+struct TapOperands {
+  const Acc* x;
+  int64_t pixel_stride, channel_stride, channels;
+  const Acc* w;
+  int64_t w_block_stride, blocks;
+  Acc* acc;
+  int64_t acc_stride;
+  int64_t rows, run, x_line_stride, acc_line_stride;
+};
+
+// A micro-kernel for one block width, per instruction set in
+// cpu_tap_kernels.cc with register tiles sized for that set. Per output
+// element the order of the sum is fixed by the operands (deterministic).
+template <typename Acc>
+using TapKernel = void (*)(const TapOperands<Acc>& operands);
 
 // Channel blocks a caller hands to one micro-kernel call (the AVX-512 tile
 // covers two; more would push the filter panel out of L1).

@@ -117,37 +117,52 @@ constexpr int64_t ColumnOffset(int c, int64_t block_stride) {
   return (c / (kBlock / kLanes)) * block_stride + (c % (kBlock / kLanes)) * kLanes;
 }
 
+// Where rows [first, first + n) of a call start in x and in acc (see
+// TapOperands: rows come in lines of `run`).
+template <typename Acc, int n>
+__attribute__((always_inline)) inline void RowStarts(const TapOperands<Acc>& o, int64_t first,
+                                                     const Acc* (&x)[n], Acc* (&acc)[n]) {
+  int64_t line = first / o.run, pos = first - line * o.run;
+  for (int r = 0; r < n; ++r) {
+    x[r] = o.x + line * o.x_line_stride + pos * o.pixel_stride;
+    acc[r] = o.acc + line * o.acc_line_stride + pos * o.acc_stride;
+    if (++pos == o.run) pos = 0, ++line;
+  }
+}
+
 // kRows rows x kBlocks blocks of accumulators held in registers across the
 // whole channel loop; each filter load is shared by the rows, each broadcast
-// by the blocks. Per element the sum runs over k in order.
+// by the blocks. Per element the sum runs over k in order. `w` and the
+// accumulators are those of the call's first block pair or single block.
 template <typename Acc, int kBlock, int kRows, int kBlocks>
-__attribute__((always_inline)) inline void Tile(
-    const Acc* x, int64_t pixel_stride, int64_t channel_stride,
-    int64_t channels, const Acc* w, int64_t w_block_stride, Acc* acc,
-    int64_t acc_stride) {
+__attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64_t first,
+                                                const Acc* w, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
   constexpr int kCols = kBlocks * (kBlock / kLanes);
   using V = typename VecType<Acc, kLanes>::type;
+  const Acc* x[kRows];
+  Acc* acc[kRows];
+  RowStarts<Acc, kRows>(o, first, x, acc);
   V a[kRows][kCols];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      a[r][c] = Load<V>(acc + r * acc_stride + ColumnOffset<kBlock, kLanes>(c, kBlock));
+      a[r][c] = Load<V>(acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
   }
-  for (int64_t k = 0; k < channels; ++k) {
+  const int64_t cs = o.channel_stride;
+  for (int64_t k = 0; k < o.channels; ++k) {
     V wk[kCols];
     for (int c = 0; c < kCols; ++c) {
-      wk[c] = Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, w_block_stride));
+      wk[c] = Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
     }
-    const Acc* xk = x + k * channel_stride;
     for (int r = 0; r < kRows; ++r) {
-      const V xr = Splat<V>(xk[r * pixel_stride]);
+      const V xr = Splat<V>(x[r][k * cs]);
       for (int c = 0; c < kCols; ++c) a[r][c] += xr * wk[c];
     }
   }
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      Store(a[r][c], acc + r * acc_stride + ColumnOffset<kBlock, kLanes>(c, kBlock));
+      Store(a[r][c], acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
   }
 }
@@ -155,80 +170,79 @@ __attribute__((always_inline)) inline void Tile(
 // One row: four partial sums over the channels keep four chains in flight;
 // they are added in a fixed order.
 template <typename Acc, int kBlock, int kBlocks>
-__attribute__((always_inline)) inline void OneRow(
-    const Acc* x, int64_t channel_stride, int64_t channels, const Acc* w,
-    int64_t w_block_stride, Acc* acc) {
+__attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int64_t row,
+                                                  const Acc* w, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
   constexpr int kCols = kBlocks * (kBlock / kLanes);
   using V = typename VecType<Acc, kLanes>::type;
+  const Acc* xs[1];
+  Acc* accs[1];
+  RowStarts<Acc, 1>(o, row, xs, accs);
+  const Acc* x = xs[0];
+  const int64_t cs = o.channel_stride, wbs = o.w_block_stride;
   V p[4][kCols];
   for (int q = 0; q < 4; ++q) {
     for (int c = 0; c < kCols; ++c) p[q][c] = Splat<V>(Acc(0));
   }
   int64_t k = 0;
-  for (; k + 4 <= channels; k += 4) {
+  for (; k + 4 <= o.channels; k += 4) {
     for (int q = 0; q < 4; ++q) {
-      const V xq = Splat<V>(x[(k + q) * channel_stride]);
+      const V xq = Splat<V>(x[(k + q) * cs]);
       for (int c = 0; c < kCols; ++c) {
-        p[q][c] += xq * Load<V>(w + (k + q) * kBlock +
-                                ColumnOffset<kBlock, kLanes>(c, w_block_stride));
+        p[q][c] += xq * Load<V>(w + (k + q) * kBlock + ColumnOffset<kBlock, kLanes>(c, wbs));
       }
     }
   }
-  for (; k < channels; ++k) {
-    const V xk = Splat<V>(x[k * channel_stride]);
+  for (; k < o.channels; ++k) {
+    const V xk = Splat<V>(x[k * cs]);
     for (int c = 0; c < kCols; ++c) {
-      p[0][c] += xk * Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, w_block_stride));
+      p[0][c] += xk * Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, wbs));
     }
   }
   for (int c = 0; c < kCols; ++c) {
-    Acc* o = acc + ColumnOffset<kBlock, kLanes>(c, kBlock);
-    Store(Load<V>(o) + ((p[0][c] + p[1][c]) + (p[2][c] + p[3][c])), o);
+    Acc* out = accs[0] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock);
+    Store(Load<V>(out) + ((p[0][c] + p[1][c]) + (p[2][c] + p[3][c])), out);
   }
 }
 
+// Every row of the call for one block pair (or single block): tiles of
+// kBigRows rows, then 4, then 3 or 2, then single rows.
 template <typename Acc, int kBlock, int kBlocks>
-__attribute__((always_inline)) inline void Rows(
-    int64_t rows, const Acc* x, int64_t pixel_stride, int64_t channel_stride,
-    int64_t channels, const Acc* w, int64_t w_block_stride, Acc* acc,
-    int64_t acc_stride) {
+__attribute__((always_inline)) inline void Rows(const TapOperands<Acc>& o, const Acc* w,
+                                                int64_t acc_offset) {
   int64_t r = 0;
-  for (; r + kBigRows <= rows; r += kBigRows) {
-    Tile<Acc, kBlock, kBigRows, kBlocks>(x + r * pixel_stride, pixel_stride,
-                                         channel_stride, channels, w,
-                                         w_block_stride, acc + r * acc_stride,
-                                         acc_stride);
+  for (; r + kBigRows <= o.rows; r += kBigRows) {
+    Tile<Acc, kBlock, kBigRows, kBlocks>(o, r, w, acc_offset);
   }
   if constexpr (kBigRows > 4) {
-    for (; r + 4 <= rows; r += 4) {
-      Tile<Acc, kBlock, 4, kBlocks>(x + r * pixel_stride, pixel_stride,
-                                    channel_stride, channels, w, w_block_stride,
-                                    acc + r * acc_stride, acc_stride);
+    if (r + 4 <= o.rows) {
+      Tile<Acc, kBlock, 4, kBlocks>(o, r, w, acc_offset);
+      r += 4;
     }
   }
-  for (; r < rows; ++r) {
-    OneRow<Acc, kBlock, kBlocks>(x + r * pixel_stride, channel_stride, channels,
-                                 w, w_block_stride, acc + r * acc_stride);
+  if constexpr (kBigRows > 3) {
+    if (r + 3 <= o.rows) {
+      Tile<Acc, kBlock, 3, kBlocks>(o, r, w, acc_offset);
+      r += 3;
+    }
   }
+  if (r + 2 <= o.rows) {
+    Tile<Acc, kBlock, 2, kBlocks>(o, r, w, acc_offset);
+    r += 2;
+  }
+  for (; r < o.rows; ++r) OneRow<Acc, kBlock, kBlocks>(o, r, w, acc_offset);
 }
 
 template <typename Acc, int kBlock>
-void AccumulateTap(int64_t rows, const Acc* x, int64_t pixel_stride,
-                   int64_t channel_stride, int64_t channels, const Acc* w,
-                   int64_t w_block_stride, int64_t blocks, Acc* acc,
-                   int64_t acc_stride) {
+void AccumulateTap(const TapOperands<Acc>& o) {
   int64_t j = 0;
   if constexpr (kBlockPairs) {
-    for (; j + 2 <= blocks; j += 2) {
-      Rows<Acc, kBlock, 2>(rows, x, pixel_stride, channel_stride, channels,
-                           w + j * w_block_stride, w_block_stride,
-                           acc + j * kBlock, acc_stride);
+    for (; j + 2 <= o.blocks; j += 2) {
+      Rows<Acc, kBlock, 2>(o, o.w + j * o.w_block_stride, j * kBlock);
     }
   }
-  for (; j < blocks; ++j) {
-    Rows<Acc, kBlock, 1>(rows, x, pixel_stride, channel_stride, channels,
-                         w + j * w_block_stride, w_block_stride,
-                         acc + j * kBlock, acc_stride);
+  for (; j < o.blocks; ++j) {
+    Rows<Acc, kBlock, 1>(o, o.w + j * o.w_block_stride, j * kBlock);
   }
 }
 
