@@ -72,12 +72,15 @@ TF_FLAGS := $(BUILD_DIR)/tf_flags.mk
 # empties it: the building environment already has TensorFlow).
 TF_READY ?= $(REQS_STAMP)
 
+# `make asan` sets this to build the library with sanitizers.
+LIB_SANITIZE ?=
+
 # No -march=native: the library must run on any x86-64. TF's include dir is a
 # system dir so its headers' warnings do not drown ours; ours are -Werror.
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo bench compute-bench lint cpp-test bazel wheel-test gpu-test clean distclean
+.PHONY: all build test demo bench compute-bench lint cpp-test valgrind asan fuzz bazel wheel-test gpu-test clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -106,12 +109,12 @@ $(TF_FLAGS): $(TF_READY)
 
 $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) $(LIB_SANITIZE) -c $< -o $@
 
 $(OBJ_DIR)/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) $(ISA_CXXFLAGS) -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) \
-	  -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) $(LIB_SANITIZE) $(ISA_CXXFLAGS) -DCONV2D_CPU_ISA=$* \
+	  $(ISA_FLAGS_$*) -c $< -o $@
 
 # The CUDA compute layer includes no TensorFlow header; Eigen is not needed.
 $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
@@ -120,7 +123,7 @@ $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
 	  -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings -c $< -o $@
 
 $(LIB): $(OBJS)
-	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(GPU_LFLAGS) -Wl,--no-undefined -Wl,-O1
+	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(GPU_LFLAGS) $(LIB_SANITIZE) -Wl,--no-undefined -Wl,-O1
 	printf '{"tensorflow_version": "%s", "cxx": "%s"}\n' "$(TF_VERSION)" \
 	  "$$($(CXX) --version | head -1)" > $(BUILD_INFO)
 
@@ -152,15 +155,53 @@ $(COMPUTE_BENCH): bench/compute_bench.cc $(addprefix $(OBJ_DIR)/,conv2d_problem.
 compute-bench: $(COMPUTE_BENCH)
 	./$(COMPUTE_BENCH) float input && ./$(COMPUTE_BENCH) float filter
 
-# Every micro-kernel this CPU can run, each under the sanitizers.
+# Every micro-kernel this CPU can run, each under the sanitizers (ASan's
+# LeakSanitizer included: a leak fails the run at exit).
 cpp-test: $(COMPUTE_TEST)
-	for isa in generic avx2 avx512; do CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
+	for isa in generic avx2 avx512; do \
+	  ASAN_OPTIONS=detect_leaks=1 CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
+
+# The same test uninstrumented under valgrind's memcheck (errors and leaks,
+# fewer problems: valgrind is ~50x slower; it has no AVX-512, so the AVX2
+# micro-kernel runs).
+PLAIN_TEST := $(BUILD_DIR)/compute_layer_test_plain
+$(PLAIN_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
+               $(SRC_DIR)/conv2d_backprop_input_cpu.cc $(SRC_DIR)/conv2d_backprop_filter_cpu.cc \
+               $(SRC_DIR)/cpu_dispatch.cc $(ISA_OBJS) $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) -O1 -g -Wall -Wextra -Werror $(filter %.cc %.o,$^) -o $@
+valgrind: $(PLAIN_TEST)
+	tools/install_tool.sh valgrind valgrind
+	valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \
+	  --errors-for-leak-kinds=all ./$(PLAIN_TEST) 120 2000
+
+# The plugin library itself built with AddressSanitizer + UBSan (TensorFlow
+# stays uninstrumented; the ASan runtime is preloaded into Python), then the
+# core and training test files on it. A report aborts the test process, which
+# fails the run. Leak detection is off: Python and TensorFlow keep memory
+# until exit by design (the C++ tests above check the compute layer's).
+ASAN_DIR := build/asan
+ASAN_LIB := $(ASAN_DIR)/_conv2d_transpose_ops.so
+ASAN_TESTS := tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py \
+              tests/test_bad_inputs.py tests/test_determinism.py
+asan: $(REQS_STAMP)
+	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) BUILD_INFO=$(ASAN_DIR)/_build_info.json \
+	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+	LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TF_CPP_MIN_LOG_LEVEL=3 \
+	TF_CONV2D_TRANSPOSE_LIBRARY=$(ASAN_LIB) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(ASAN_TESTS)
+
+# 10,000+ fuzzed calls to both ops in subprocess batches (tests/fuzz_ops.py),
+# with the outcome counts; CI runs 2,000 of them (tests/test_fuzz.py).
+FUZZ_CASES ?= 10000
+fuzz: all
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/fuzz_ops.py --cases $(FUZZ_CASES) --batch 500 --seed 20000
 
 # The same library and tests through Bazel (offline, Debian's Bazel 4), then
 # the make smoke test on the library Bazel built.
 BAZEL_LIB := build/bazel-bin/python/tf_conv2d_transpose/_conv2d_transpose_ops.so
 bazel: $(REQS_STAMP)
-	tools/install_bazel.sh
+	tools/install_tool.sh bazel bazel-bootstrap
 	python_bin=$$($(PY) -c 'import sys; print(sys.executable)'); \
 	bazel test --repo_env=PYTHON_BIN_PATH=$$python_bin //... && \
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library $(BAZEL_LIB); \

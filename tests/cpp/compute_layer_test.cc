@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -265,9 +266,12 @@ int64_t WideningMismatches() {
 
 }  // namespace
 
-int main() {
+// Usage: compute_layer_test [random problems, default 800] [fuzz calls, 20000]
+int main(int argc, char** argv) {
+  const int problems = argc > 1 ? std::atoi(argv[1]) : 800;
+  const int fuzz_calls = argc > 2 ? std::atoi(argv[2]) : 20000;
   int passed = 0, failed = 0;
-  for (int i = 0; i < 800; ++i) {
+  for (int i = 0; i < problems; ++i) {
     ct::ConvProblem p;
     if (!RandomProblem(&p)) continue;
     const int kind = i % 5;
@@ -308,16 +312,16 @@ int main() {
       (ok ? passed : failed)++;
     }
   }
-  const int64_t rejected = FuzzValidation(20000);
+  const int64_t rejected = FuzzValidation(fuzz_calls);
   for (const int64_t widening : {WideningMismatches<Eigen::half>(),
                                  WideningMismatches<Eigen::bfloat16>()}) {
     std::printf("half/bfloat16 widening: 65536 patterns, %lld mismatches\n",
                 static_cast<long long>(widening));
     (widening == 0 ? passed : failed)++;
   }
-  std::printf("compute layer (%s micro-kernel): %d problems checked, %d mismatches; validation fuzz: 20000 calls, "
+  std::printf("compute layer (%s micro-kernel): %d problems checked, %d mismatches; validation fuzz: %d calls, "
               "%lld rejected cleanly\n",
-              ct::cpu::CpuKernelIsa(), passed + failed, failed, static_cast<long long>(rejected));
+              ct::cpu::CpuKernelIsa(), passed + failed, failed, fuzz_calls, static_cast<long long>(rejected));
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
