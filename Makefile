@@ -1,13 +1,17 @@
 # Build, test and demo of the tf-conv2d-transpose plugin.
 #   make          .venv (unless PYTHON=... is given), pinned requirements, the .so,
 #                 editable install of the package
-#   make test     everything above, then lint, the compute layer under sanitizers,
-#                 the C++ client test, the GPU build on the CPU suite, the Bazel build
-#                 + tests, a wheel round trip, and the pytest suite
+#   make test     everything above, then lint, the compute layer under sanitizers and
+#                 valgrind, the C++ client test, the GPU build on the CPU suite, the
+#                 library under ASan/UBSan, the Bazel build + tests, a wheel round trip,
+#                 and the pytest suite (2,000 fuzzed calls among it)
 #   make GPU=1    the library with CUDA kernels as well (system nvcc)
 #   make demo     everything above, then the validation table, a side-by-side call and
 #                 the digits autoencoder trained with the Keras layer
-#   make bench    side-by-side timings against the built-in and XLA (bench/results/)
+#   make bench    side-by-side timings against the built-in and XLA (bench/results/);
+#                 make compute-bench times the compute layer alone
+#   make fuzz     10,000 fuzzed calls to both ops, with outcome counts
+#   make asan / make valgrind   the sanitizer and memcheck runs of make test alone
 #   make clean    remove build outputs (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
@@ -72,8 +76,12 @@ TF_FLAGS := $(BUILD_DIR)/tf_flags.mk
 # empties it: the building environment already has TensorFlow).
 TF_READY ?= $(REQS_STAMP)
 
-# `make asan` sets this to build the library with sanitizers.
+# `make asan` sets these to build the library with sanitizers: LIB_SANITIZE
+# for the compute layer, TF_SANITIZE for the files that include TensorFlow's
+# headers (whose absl templates GCC cannot constant-evaluate under UBSan).
 LIB_SANITIZE ?=
+TF_SANITIZE ?=
+TF_FACING := conv2d_transpose_ops conv2d_cpu_kernels conv2d_gpu_kernels
 
 # No -march=native: the library must run on any x86-64. TF's include dir is a
 # system dir so its headers' warnings do not drown ours; ours are -Werror.
@@ -109,7 +117,8 @@ $(TF_FLAGS): $(TF_READY)
 
 $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) $(LIB_SANITIZE) -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) \
+	  $(if $(filter $(TF_FACING),$*),$(TF_SANITIZE),$(LIB_SANITIZE)) -c $< -o $@
 
 $(OBJ_DIR)/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
@@ -174,10 +183,11 @@ valgrind: $(PLAIN_TEST)
 	valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \
 	  --errors-for-leak-kinds=all ./$(PLAIN_TEST) 120 2000
 
-# The plugin library itself built with AddressSanitizer + UBSan (TensorFlow
-# stays uninstrumented; the ASan runtime is preloaded into Python), then the
-# core and training test files on it. A report aborts the test process, which
-# fails the run. Leak detection is off: Python and TensorFlow keep memory
+# The plugin library itself built with AddressSanitizer + UBSan (UBSan on the
+# compute layer, ASan everywhere; TensorFlow stays uninstrumented; the ASan
+# runtime is preloaded into Python, with libstdc++ so that ASan can intercept
+# C++ exceptions), then the core and training test files on it. A report
+# aborts the test process, which fails the run. Leak detection is off: Python and TensorFlow keep memory
 # until exit by design (the C++ tests above check the compute layer's).
 ASAN_DIR := build/asan
 ASAN_LIB := $(ASAN_DIR)/_conv2d_transpose_ops.so
@@ -185,11 +195,12 @@ ASAN_TESTS := tests/test_numerics.py tests/test_backprop_filter.py tests/test_gr
               tests/test_bad_inputs.py tests/test_determinism.py
 asan: $(REQS_STAMP)
 	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) BUILD_INFO=$(ASAN_DIR)/_build_info.json \
-	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
-	LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) \
+	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  TF_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address"
+	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TF_CPP_MIN_LOG_LEVEL=3 \
-	TF_CONV2D_TRANSPOSE_LIBRARY=$(ASAN_LIB) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(ASAN_TESTS)
+	TF_CONV2D_TRANSPOSE_LIBRARY=$(abspath $(ASAN_LIB)) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(ASAN_TESTS)
 
 # 10,000+ fuzzed calls to both ops in subprocess batches (tests/fuzz_ops.py),
 # with the outcome counts; CI runs 2,000 of them (tests/test_fuzz.py).
@@ -239,12 +250,15 @@ lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench
 	$(PY) -m ruff format --check python tests bench
 
-# Lint, the sanitizer test, the C++ client test (wrappers + SavedModel through
-# the C API), the GPU variant on the CPU suite, the Bazel route, the wheel
-# round trip, then the pytest suite (last, so its summary closes the output).
+# Lint, the compute layer under ASan/UBSan/LSan and under valgrind, the C++
+# client test (wrappers + SavedModel through the C API), the GPU variant on the
+# CPU suite, the library under ASan/UBSan on the core test files, the Bazel
+# route, the wheel round trip, then the pytest suite (last, so its summary
+# closes the output; it includes 2,000 fuzzed calls).
 test: all
-	$(MAKE) lint cpp-test cpp-client-test
+	$(MAKE) lint cpp-test cpp-client-test valgrind
 	$(MAKE) gpu-test
+	$(MAKE) asan
 	$(MAKE) bazel
 	$(MAKE) wheel-test
 	$(PY) -m pytest -n 2 tests

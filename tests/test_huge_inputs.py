@@ -41,7 +41,7 @@ HUGE_CALL = textwrap.dedent(
             padding="SAME",
         )
     except tf.errors.ResourceExhaustedError as error:
-        print("RESOURCE_EXHAUSTED", str(error)[:200])
+        print("RESOURCE_EXHAUSTED", " ".join(str(error).split())[:200])
         sys.exit(0)
     # Every tap lands on a multiple of the stride (SAME, 1x1 filter, no pad).
     hits = dx[0, ::stride, ::stride, 0].numpy().astype(np.float32)

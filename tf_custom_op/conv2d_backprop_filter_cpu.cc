@@ -14,7 +14,9 @@
 #include "conv2d_backprop_filter_cpu.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -182,14 +184,22 @@ class BackpropFilterTask {
                           channels, dy.data());
           for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
             const int64_t h = oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
-            if (h < 0 || h >= p_.in_rows) continue;
             for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
               const int64_t w = ow * p_.stride_cols - p_.pad_left + kw * p_.dilation_cols;
-              if (w < 0 || w >= p_.in_cols) continue;
-              cpu::ConvertRow(input_ + ((n * p_.in_rows + h) * p_.in_cols + w) * channels,
-                              channels, x.data());
               Acc* a = acc + (kh * p_.filter_cols + kw) * channels;
-              for (int64_t c = 0; c < channels; ++c) a[c] += x[c] * dy[c];
+              if (h < 0 || h >= p_.in_rows || w < 0 || w >= p_.in_cols) {
+                // A tap on the padding adds 0 * dy, as the general path (and
+                // the definition) do: NaN where dy is not finite.
+                for (int64_t c = 0; c < channels; ++c) a[c] += Acc(0) * dy[c];
+                continue;
+              }
+              const T* src = input_ + ((n * p_.in_rows + h) * p_.in_cols + w) * channels;
+              const Acc* xs = reinterpret_cast<const Acc*>(src);
+              if constexpr (!std::is_same_v<T, Acc>) {
+                cpu::ConvertRow(src, channels, x.data());
+                xs = x.data();
+              }
+              for (int64_t c = 0; c < channels; ++c) a[c] += xs[c] * dy[c];
             }
           }
         }
@@ -290,6 +300,34 @@ class BackpropFilterTask {
   const TapKernel<Acc> tap_kernel_;
 };
 
+// With an empty input every tap of every out_backprop pixel reads padding:
+// each filter element is a sum of 0 * dy over its out channel, which is 0,
+// or NaN when that channel of dy holds an infinity or a NaN.
+template <typename T>
+void EmptyInputFilterGradient(const ConvProblem& p, const T* out_backprop, T* filter_backprop) {
+  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Eigen::half> ||
+                std::is_same_v<T, Eigen::bfloat16>) {
+    std::vector<bool> nan(static_cast<size_t>(p.out_depth), false);
+    const int64_t plane = p.out_rows * p.out_cols;
+    for (int64_t i = 0; i < p.out_backprop_elements(); ++i) {
+      const int64_t c = p.nhwc() ? i % p.out_depth : (i / plane) % p.out_depth;
+      bool finite;
+      if constexpr (std::is_floating_point_v<T>) {
+        finite = std::isfinite(out_backprop[i]);
+      } else {
+        finite = std::isfinite(static_cast<float>(out_backprop[i]));
+      }
+      if (!finite) nan[c] = true;
+    }
+    const int64_t rows = p.filter_elements() / p.out_depth;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < p.out_depth; ++c) {
+        if (nan[c]) filter_backprop[r * p.out_depth + c] = T(std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -316,6 +354,7 @@ void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
   if (p.filter_elements() == 0) return;
   if (p.input_elements() == 0 || p.out_backprop_elements() == 0) {
     std::fill(filter_backprop, filter_backprop + p.filter_elements(), T(0));
+    if (p.out_backprop_elements() != 0) EmptyInputFilterGradient(p, out_backprop, filter_backprop);
     return;
   }
   const Layout layout = Layout::For<T, Acc>(p);
