@@ -46,10 +46,12 @@ ISA_FLAGS_generic :=
 ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
 ISA_FLAGS_avx512 := -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mf16c \
                     -mprefer-vector-width=512
+ISA_FLAGS_avx512bf16 := $(ISA_FLAGS_avx512) -mavx512bf16
+ISAS := generic avx2 avx512 avx512bf16
 # GCC vectors wider than the baseline are passed between the file's own inlined
 # helpers; the ABI note GCC gives for that (-Wpsabi) does not apply.
 ISA_CXXFLAGS := -Wno-psabi
-ISA_OBJS = $(foreach isa,generic avx2 avx512,$(OBJ_DIR)/cpu_tap_kernels_$(isa).o)
+ISA_OBJS = $(foreach isa,$(ISAS),$(OBJ_DIR)/cpu_tap_kernels_$(isa).o)
 # cc_ops.h is the C++ client API (tests/cpp/client.mk), not part of the plugin.
 HDRS := $(filter-out $(SRC_DIR)/cc_ops.h,$(wildcard $(SRC_DIR)/*.h))
 
@@ -151,7 +153,7 @@ $(BUILD_DIR)/sanitize/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS)
 $(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
                  $(SRC_DIR)/conv2d_backprop_input_cpu.cc \
                  $(SRC_DIR)/conv2d_backprop_filter_cpu.cc $(SRC_DIR)/cpu_dispatch.cc \
-                 $(foreach isa,generic avx2 avx512,$(BUILD_DIR)/sanitize/cpu_tap_kernels_$(isa).o) \
+                 $(foreach isa,$(ISAS),$(BUILD_DIR)/sanitize/cpu_tap_kernels_$(isa).o) \
                  $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) $(SANITIZE) -Wall -Wextra -Werror $(filter %.cc %.o,$^) -o $@
 
@@ -167,7 +169,7 @@ compute-bench: $(COMPUTE_BENCH)
 # Every micro-kernel this CPU can run, each under the sanitizers (ASan's
 # LeakSanitizer included: a leak fails the run at exit).
 cpp-test: $(COMPUTE_TEST)
-	for isa in generic avx2 avx512; do \
+	for isa in $(ISAS); do \
 	  ASAN_OPTIONS=detect_leaks=1 CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
 
 # The same test uninstrumented under valgrind's memcheck (errors and leaks,

@@ -95,17 +95,61 @@ void PackFilter(const ConvProblem& p, const Layout& l, const T* filter,
   }
 }
 
+// The bfloat16 pair kernel when it applies (bfloat16, 16-lane blocks, an even
+// number of out channels per group, not depthwise, a CPU with AVX512-BF16).
+template <typename T>
+cpu::Bf16PairKernel PairKernelFor(const ConvProblem& p, const Layout& l) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (l.block == 16 && p.out_depth_per_group() % 2 == 0 && !Depthwise(p)) {
+      return cpu::SelectBf16PairKernel();
+    }
+  }
+  return nullptr;
+}
+
+// packed[g][kh][kw][b][pair][lane]: the filter values of channels 2*pair and
+// 2*pair + 1 of group g for input channel b*16 + lane, as one 32-bit word
+// (low half: the even one); zero for lanes past the group's channels.
+template <typename T>
+void PackFilterPairs(const ConvProblem& p, const Layout& l, const T* filter, uint32_t* packed) {
+  const int64_t cg = p.filter_in_depth;
+  const int64_t cog = p.out_depth_per_group();
+  uint32_t* dst = packed;
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t tap = 0; tap < p.filter_rows * p.filter_cols; ++tap) {
+      const T* w = filter + tap * cg * p.out_depth;
+      for (int64_t b = 0; b < l.blocks; ++b) {
+        for (int64_t pair = 0; pair < cog / 2; ++pair) {
+          for (int64_t lane = 0; lane < l.block; ++lane) {
+            const int64_t ci = b * l.block + lane;
+            uint16_t even = 0, odd = 0;
+            if (ci < cg) {
+              __builtin_memcpy(&even, w + ci * p.out_depth + g * cog + 2 * pair, 2);
+              __builtin_memcpy(&odd, w + ci * p.out_depth + g * cog + 2 * pair + 1, 2);
+            }
+            *dst++ = static_cast<uint32_t>(even) | static_cast<uint32_t>(odd) << 16;
+          }
+        }
+      }
+    }
+  }
+}
+
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
 template <typename T, typename Acc>
 class BackpropInputTask {
  public:
-  BackpropInputTask(const ConvProblem& p, const Layout& l, const Acc* packed,
-                    const T* out_backprop, T* in_backprop)
+  // `pairs`: the bfloat16 pair kernel, with the filter packed for it in
+  // `packed` (see PairKernelFor); else nullptr.
+  BackpropInputTask(const ConvProblem& p, const Layout& l, const void* packed,
+                    cpu::Bf16PairKernel pairs, const T* out_backprop, T* in_backprop)
       : p_(p),
         l_(l),
-        packed_(packed),
+        packed_(static_cast<const Acc*>(packed)),
+        packed_pairs_(static_cast<const uint32_t*>(packed)),
+        pair_kernel_(pairs),
         out_backprop_(out_backprop),
         in_backprop_(in_backprop),
         col_tiles_((p.in_cols + l.tile_cols - 1) / l.tile_cols),
@@ -126,6 +170,7 @@ class BackpropInputTask {
     std::vector<Acc> tile(
         static_cast<size_t>(l_.tile_rows * l_.tile_cols * l_.row_length));
     std::vector<Acc> panel_storage;
+    std::vector<T> raw_panel_storage;
     for (int64_t task = begin; task < end; ++task) {
       Tile t;
       const int64_t col_tile = task % col_tiles_;
@@ -137,7 +182,11 @@ class BackpropInputTask {
       t.w_end = std::min(p_.in_cols, t.w_begin + l_.tile_cols);
       t.acc = tile.data();
       std::fill(tile.begin(), tile.end(), Acc(0));
-      Accumulate(t, MakePanel(t, &panel_storage));
+      if (pair_kernel_ != nullptr) {
+        AccumulatePairs(t, MakePanel(t, &raw_panel_storage));
+      } else {
+        Accumulate(t, MakePanel(t, &panel_storage));
+      }
       Store(t);
     }
   }
@@ -150,25 +199,27 @@ class BackpropInputTask {
     Acc* acc;
   };
 
-  // The out_backprop pixels a tile reads, NHWC in the accumulation type:
-  // pixel (oh, ow) of the tile's image is at
+  // The out_backprop pixels a tile reads, NHWC, in the type E the
+  // micro-kernel takes: pixel (oh, ow) of the tile's image is at
   // data + ((oh - row0) * cols + ow - col0) * out_depth.
+  template <typename E>
   struct Panel {
-    const Acc* data;
+    const E* data;
     int64_t row0, col0, cols;
   };
 
-  // NHWC out_backprop already in the accumulation type's representation is
-  // read in place. Otherwise (half, bfloat16 or NCHW) the rows and columns
-  // the tile's taps reach are converted once into `storage`, so the
-  // micro-kernel only ever sees contiguous channels in the accumulation type.
-  Panel MakePanel(const Tile& t, std::vector<Acc>* storage) const {
+  // NHWC out_backprop already in E's representation is read in place.
+  // Otherwise (half or bfloat16 widened to float, or NCHW) the rows and
+  // columns the tile's taps reach are converted once into `storage`, so the
+  // micro-kernel only ever sees contiguous channels of type E.
+  template <typename E>
+  Panel<E> MakePanel(const Tile& t, std::vector<E>* storage) const {
     constexpr bool kSameBits =
-        std::is_same_v<T, Acc> ||
-        (std::is_same_v<T, int32_t> && std::is_same_v<Acc, uint32_t>);
+        std::is_same_v<T, E> ||
+        (std::is_same_v<T, int32_t> && std::is_same_v<E, uint32_t>);
     const int64_t image = p_.out_rows * p_.out_cols * p_.out_depth;
     if (kSameBits && p_.nhwc()) {
-      return {reinterpret_cast<const Acc*>(out_backprop_) + t.n * image, 0, 0,
+      return {reinterpret_cast<const E*>(out_backprop_) + t.n * image, 0, 0,
               p_.out_cols};
     }
     const int64_t row0 = std::max<int64_t>(
@@ -187,7 +238,7 @@ class BackpropInputTask {
     const int64_t cols = std::max<int64_t>(col1 - col0, 0);
     const int64_t depth = p_.out_depth;
     storage->resize(static_cast<size_t>(rows * cols * depth + cols));
-    Acc* panel = storage->data();
+    E* panel = storage->data();
     const T* dy = out_backprop_ + t.n * image;
     if (p_.nhwc()) {
       for (int64_t r = 0; r < rows; ++r) {
@@ -197,13 +248,13 @@ class BackpropInputTask {
     } else {
       // One channel row at a time: widen it contiguously into the scratch
       // row past the panel, then interleave it into the channel-last panel.
-      Acc* scratch = panel + rows * cols * depth;
+      E* scratch = panel + rows * cols * depth;
       for (int64_t c = 0; c < depth; ++c) {
         for (int64_t r = 0; r < rows; ++r) {
           cpu::ConvertRow(
               dy + (c * p_.out_rows + row0 + r) * p_.out_cols + col0, cols,
               scratch);
-          Acc* dst = panel + r * cols * depth + c;
+          E* dst = panel + r * cols * depth + c;
           for (int64_t i = 0; i < cols; ++i) dst[i * depth] = scratch[i];
         }
       }
@@ -211,71 +262,114 @@ class BackpropInputTask {
     return {panel, row0, col0, cols};
   }
 
+  // Where tap (kh, kw) lands in a tile: `lines` output rows (every stride-th
+  // from the first) of `run` output columns (every stride-th), reading
+  // out_backprop rows oh0... and columns ow0... (consecutive); their first
+  // accumulator is at t.acc + acc_offset.
+  struct TapLines {
+    int64_t kh, kw, run, lines, oh0, ow0, acc_offset;
+  };
+
+  // f(lines) for every tap that reaches the tile, (kh, kw) in order.
+  template <typename F>
+  void ForEachTap(const Tile& t, F&& f) const {
+    const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
+    const int64_t tile_row = l_.tile_cols * l_.row_length;
+    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+      // Positions h' = h + pad_top - kh*dilation, h in [h_begin, h_end),
+      // that are multiples of the stride inside [0, (out_rows-1)*stride].
+      const int64_t vshift = p_.pad_top - kh * p_.dilation_rows;
+      int64_t top = std::max<int64_t>(t.h_begin + vshift, 0);
+      top = (top + sh - 1) / sh * sh;
+      const int64_t bottom = std::min(t.h_end - 1 + vshift, (p_.out_rows - 1) * sh);
+      if (bottom < top) continue;
+      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+        // Columns likewise.
+        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
+        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
+        lo = (lo + sw - 1) / sw * sw;
+        const int64_t hi = std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
+        if (hi < lo) continue;
+        f(TapLines{kh, kw, (hi - lo) / sw + 1, (bottom - top) / sh + 1, top / sh, lo / sw,
+                   (top - vshift - t.h_begin) * tile_row +
+                       (lo - shift - t.w_begin) * l_.row_length});
+      }
+    }
+  }
+
   // Per output element the sum runs over (kh, kw) in order, then the group's
-  // out channels: the same order whatever the thread count.
-  void Accumulate(const Tile& t, const Panel& dy) const {
+  // out channels: the same order whatever the thread count. One
+  // micro-kernel call covers every line a tap reaches, a block pair at a time
+  // (so that the packed pair stays in L1 across the rows).
+  void Accumulate(const Tile& t, const Panel<Acc>& dy) const {
     if (Depthwise(p_)) {
       AccumulateDepthwise(t, dy);
       return;
     }
     const int64_t cog = p_.out_depth_per_group();
-    const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     const int64_t packed_tap = l_.blocks * cog * l_.block;
     const int64_t packed_block = cog * l_.block;
-    const int64_t tile_row = l_.tile_cols * l_.row_length;
-    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-        // Positions w' = w + pad_left - kw*dilation, w in [w_begin, w_end),
-        // that are multiples of the stride inside [0, (out_cols-1)*stride].
-        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
-        lo = (lo + sw - 1) / sw * sw;
-        const int64_t hi =
-            std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
-        if (hi < lo) continue;
-        const int64_t run = (hi - lo) / sw + 1;
-        const int64_t ow0 = lo / sw;
-        // Rows likewise: h + pad_top - kh*dilation a multiple of the stride
-        // inside [0, (out_rows-1)*stride]; each is a line of `run` pixels,
-        // and one micro-kernel call covers all the lines.
-        const int64_t vshift = p_.pad_top - kh * p_.dilation_rows;
-        int64_t top = std::max<int64_t>(t.h_begin + vshift, 0);
-        top = (top + sh - 1) / sh * sh;
-        const int64_t bottom = std::min(t.h_end - 1 + vshift, (p_.out_rows - 1) * sh);
-        if (bottom < top) continue;
-        cpu::TapOperands<Acc> o;
-        o.pixel_stride = p_.out_depth;
-        o.channel_stride = 1;
-        o.channels = cog;
-        o.w_block_stride = packed_block;
-        o.acc_stride = sw * l_.row_length;
-        o.run = run;
-        o.rows = ((bottom - top) / sh + 1) * run;
-        o.x_line_stride = dy.cols * p_.out_depth;
-        o.acc_line_stride = sh * tile_row;
-        const Acc* x = dy.data + ((top / sh - dy.row0) * dy.cols + ow0 - dy.col0) * p_.out_depth;
-        Acc* acc = t.acc + (top - vshift - t.h_begin) * tile_row +
-                   (lo - shift - t.w_begin) * l_.row_length;
-        for (int64_t g = 0; g < p_.groups; ++g) {
-          const Acc* w =
-              packed_ +
-              ((g * p_.filter_rows + kh) * p_.filter_cols + kw) * packed_tap;
-          o.x = x + g * cog;
-          // A block pair at a time over all the rows, so that it stays in L1.
-          for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-            o.w = w + b * packed_block;
-            o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
-            o.acc = acc + (g * l_.blocks + b) * l_.block;
-            tap_kernel_(o);
-          }
+    ForEachTap(t, [&](const TapLines& tap) {
+      cpu::TapOperands<Acc> o;
+      o.pixel_stride = p_.out_depth;
+      o.channel_stride = 1;
+      o.channels = cog;
+      o.w_block_stride = packed_block;
+      o.acc_stride = p_.stride_cols * l_.row_length;
+      o.run = tap.run;
+      o.rows = tap.lines * tap.run;
+      o.x_line_stride = dy.cols * p_.out_depth;
+      o.acc_line_stride = p_.stride_rows * l_.tile_cols * l_.row_length;
+      const Acc* x = dy.data + ((tap.oh0 - dy.row0) * dy.cols + tap.ow0 - dy.col0) * p_.out_depth;
+      for (int64_t g = 0; g < p_.groups; ++g) {
+        const Acc* w = packed_ + ((g * p_.filter_rows + tap.kh) * p_.filter_cols + tap.kw) *
+                                     packed_tap;
+        o.x = x + g * cog;
+        for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
+          o.w = w + b * packed_block;
+          o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
+          o.acc = t.acc + tap.acc_offset + (g * l_.blocks + b) * l_.block;
+          tap_kernel_(o);
         }
       }
-    }
+    });
+  }
+
+  // The same sums with the bfloat16 pair kernel, straight from bfloat16
+  // out_backprop (16-lane blocks, an even number of channels per group).
+  void AccumulatePairs(const Tile& t, const Panel<T>& dy) const {
+    const int64_t cog = p_.out_depth_per_group();
+    const int64_t packed_block = cog / 2 * l_.block;
+    const int64_t packed_tap = l_.blocks * packed_block;
+    ForEachTap(t, [&](const TapLines& tap) {
+      cpu::Bf16PairOperands o;
+      o.pixel_stride = p_.out_depth;
+      o.pairs = cog / 2;
+      o.w_block_stride = packed_block;
+      o.acc_stride = p_.stride_cols * l_.row_length;
+      o.run = tap.run;
+      o.rows = tap.lines * tap.run;
+      o.x_line_stride = dy.cols * p_.out_depth;
+      o.acc_line_stride = p_.stride_rows * l_.tile_cols * l_.row_length;
+      const T* x = dy.data + ((tap.oh0 - dy.row0) * dy.cols + tap.ow0 - dy.col0) * p_.out_depth;
+      for (int64_t g = 0; g < p_.groups; ++g) {
+        const uint32_t* w =
+            packed_pairs_ +
+            ((g * p_.filter_rows + tap.kh) * p_.filter_cols + tap.kw) * packed_tap;
+        if constexpr (std::is_same_v<T, Eigen::bfloat16>) o.x = x + g * cog;
+        for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
+          o.w = w + b * packed_block;
+          o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
+          o.acc = reinterpret_cast<float*>(t.acc) + tap.acc_offset + (g * l_.blocks + b) * l_.block;
+          pair_kernel_(o);
+        }
+      }
+    });
   }
 
   // acc[pixel][g] += dy[pixel read by the tap][g] * filter[kh][kw][g], for
   // every tap in order, elementwise across the groups.
-  void AccumulateDepthwise(const Tile& t, const Panel& dy) const {
+  void AccumulateDepthwise(const Tile& t, const Panel<Acc>& dy) const {
     const int64_t channels = p_.groups;
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     const int64_t tile_row = l_.tile_cols * l_.row_length;
@@ -343,6 +437,8 @@ class BackpropInputTask {
   const ConvProblem& p_;
   const Layout l_;
   const Acc* packed_;
+  const uint32_t* packed_pairs_;
+  const cpu::Bf16PairKernel pair_kernel_;
   const T* out_backprop_;
   T* in_backprop_;
   const int64_t col_tiles_;
@@ -376,9 +472,15 @@ void Conv2DBackpropInputCpu(const ConvProblem& p, const T* filter,
     return;
   }
   const Layout layout = Layout::For<Acc>(p);
-  Acc* packed = static_cast<Acc*>(workspace);
-  PackFilter(p, layout, filter, packed);
-  const BackpropInputTask<T, Acc> task(p, layout, packed, out_backprop,
+  // The pair layout takes half the bytes of the float one: the workspace
+  // (sized for the latter) holds either.
+  const cpu::Bf16PairKernel pairs = PairKernelFor<T>(p, layout);
+  if (pairs != nullptr) {
+    PackFilterPairs(p, layout, filter, static_cast<uint32_t*>(workspace));
+  } else {
+    PackFilter(p, layout, filter, static_cast<Acc*>(workspace));
+  }
+  const BackpropInputTask<T, Acc> task(p, layout, workspace, pairs, out_backprop,
                                        in_backprop);
   parallel_for(task.num_tasks(), task.cost_per_task(),
                [&task](int64_t begin, int64_t end) { task.Run(begin, end); });

@@ -14,19 +14,23 @@ namespace cpu {
   TapKernel<Acc> SelectTapKernel(int64_t);   \
   template <typename T>                      \
   WidenKernel<T> SelectWidenKernel();        \
+  Bf16PairKernel SelectBf16PairKernel();     \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
 DECLARE_ISA(avx512)
+DECLARE_ISA(avx512bf16)
 #undef DECLARE_ISA
 
 namespace {
 
-enum class Isa { kGeneric, kAvx2, kAvx512 };
+enum class Isa { kGeneric, kAvx2, kAvx512, kAvx512Bf16 };
 
 bool Supported(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
+    case Isa::kAvx512Bf16:
+      return Supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
     case Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -48,7 +52,11 @@ Isa Choose() {
     if (std::strcmp(forced, "avx512") == 0 && Supported(Isa::kAvx512)) {
       return Isa::kAvx512;
     }
+    if (std::strcmp(forced, "avx512bf16") == 0 && Supported(Isa::kAvx512Bf16)) {
+      return Isa::kAvx512Bf16;
+    }
   }
+  if (Supported(Isa::kAvx512Bf16)) return Isa::kAvx512Bf16;
   if (Supported(Isa::kAvx512)) return Isa::kAvx512;
   if (Supported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kGeneric;
@@ -64,6 +72,8 @@ Isa Chosen() {
 template <typename Acc>
 TapKernel<Acc> SelectTapKernel(int64_t block) {
   switch (Chosen()) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectTapKernel<Acc>(block);
     case Isa::kAvx512:
       return avx512::SelectTapKernel<Acc>(block);
     case Isa::kAvx2:
@@ -77,6 +87,8 @@ TapKernel<Acc> SelectTapKernel(int64_t block) {
 template <typename T>
 WidenKernel<T> SelectWidenKernel() {
   switch (Chosen()) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectWidenKernel<T>();
     case Isa::kAvx512:
       return avx512::SelectWidenKernel<T>();
     case Isa::kAvx2:
@@ -87,8 +99,14 @@ WidenKernel<T> SelectWidenKernel() {
   return generic::SelectWidenKernel<T>();
 }
 
+Bf16PairKernel SelectBf16PairKernel() {
+  return Chosen() == Isa::kAvx512Bf16 ? avx512bf16::SelectBf16PairKernel() : nullptr;
+}
+
 const char* CpuKernelIsa() {
   switch (Chosen()) {
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:

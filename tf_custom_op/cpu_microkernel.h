@@ -63,11 +63,36 @@ using TapKernel = void (*)(const TapOperands<Acc>& operands);
 constexpr int64_t kBlocksPerCall = 2;
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
-// set this CPU has (AVX-512, AVX2+FMA+F16C, or baseline x86-64), chosen once
-// at run time; CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512 forces one (if
-// the CPU has it). Results are deterministic for a given choice.
+// set this CPU has (AVX-512 with BF16, AVX-512, AVX2+FMA+F16C, or baseline
+// x86-64), chosen once at run time;
+// CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512|avx512bf16 forces one (if the
+// CPU has it). Results are deterministic for a given choice.
 template <typename Acc>
 TapKernel<Acc> SelectTapKernel(int64_t block);
+
+// The bfloat16 dot-product micro-kernel (AVX512-BF16): the same sum as a
+// TapKernel<float> over bfloat16 operands taken two channels at a time,
+//   acc[row(i) + j*16 + c] += sum_p x[xrow(i) + 2p] * w(p, 2p) + x[xrow(i) + 2p + 1] * w(p, 2p + 1)
+// with rows and lines as in TapOperands, channel stride 1, `pairs` pairs,
+// and w[j*w_block_stride + p*16 + c] holding the two filter values of pair p
+// for lane c as one 32-bit word (low half: the even channel). Each pair is
+// one VDPBF16PS step: both products exact, added to the accumulator in a
+// fixed order, with bfloat16 subnormals read as zero (the instruction's
+// rule). Deterministic like the others.
+struct Bf16PairOperands {
+  const Eigen::bfloat16* x;
+  int64_t pixel_stride, pairs;
+  const uint32_t* w;
+  int64_t w_block_stride, blocks;
+  float* acc;
+  int64_t acc_stride;
+  int64_t rows, run, x_line_stride, acc_line_stride;
+};
+using Bf16PairKernel = void (*)(const Bf16PairOperands& operands);
+
+// The pair kernel for 16-lane blocks, or nullptr when the chosen instruction
+// set has no AVX512-BF16 (callers then widen to float and use TapKernel).
+Bf16PairKernel SelectBf16PairKernel();
 
 // dst[i] = float(src[i]) for i < n, exactly (every half and bfloat16 value,
 // subnormals, infinities and NaNs included), vectorised where the CPU can.
@@ -80,7 +105,9 @@ WidenKernel<T> SelectWidenKernel();  // T: Eigen::half or Eigen::bfloat16
 // widening for half and bfloat16, a plain conversion otherwise.
 template <typename T, typename Acc>
 inline void ConvertRow(const T* src, int64_t n, Acc* dst) {
-  if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    std::copy(src, src + n, dst);
+  } else if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
     static const WidenKernel<T> widen = SelectWidenKernel<T>();
     widen(src, n, dst);
   } else {
@@ -88,8 +115,8 @@ inline void ConvertRow(const T* src, int64_t n, Acc* dst) {
   }
 }
 
-// Name of the instruction set SelectTapKernel uses: "avx512", "avx2" or
-// "generic".
+// Name of the instruction set SelectTapKernel uses: "avx512bf16", "avx512",
+// "avx2" or "generic".
 const char* CpuKernelIsa();
 
 // Lanes of one channel block for `channels` channels: the micro-kernel's

@@ -10,7 +10,7 @@
 
 #include "cpu_microkernel.h"
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512BF16__)
 #include <immintrin.h>
 #endif
 
@@ -57,7 +57,7 @@ inline float BfloatToFloat(uint16_t b) {
 // whole channel loop. AVX-512 (32 registers): 8 rows x 2 blocks = 16
 // accumulators, 2 filter loads + 8 broadcasts per 16 FMAs. AVX2 (16
 // registers): 6 rows x 2 parts = 12. SSE2: 2 rows x 4 parts = 8.
-#if defined(__AVX512F__)
+#if defined(__AVX512F__)  // also the avx512bf16 build
 constexpr int kVectorBytes = 64;
 constexpr int kBigRows = 8;
 constexpr bool kBlockPairs = true;
@@ -246,6 +246,58 @@ void AccumulateTap(const TapOperands<Acc>& o) {
   }
 }
 
+#if defined(__AVX512BF16__)
+// kRows rows x kBlocks 16-lane blocks of float accumulators; per pair of
+// channels one 32-bit broadcast of x and one VDPBF16PS per block.
+template <int kRows, int kBlocks>
+__attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, int64_t first,
+                                                    const uint32_t* w, int64_t acc_offset) {
+  const Eigen::bfloat16* x[kRows];
+  float* acc[kRows];
+  int64_t line = first / o.run, pos = first - line * o.run;
+  for (int r = 0; r < kRows; ++r) {
+    x[r] = o.x + line * o.x_line_stride + pos * o.pixel_stride;
+    acc[r] = o.acc + line * o.acc_line_stride + pos * o.acc_stride + acc_offset;
+    if (++pos == o.run) pos = 0, ++line;
+  }
+  __m512 a[kRows][kBlocks];
+  for (int r = 0; r < kRows; ++r) {
+    for (int j = 0; j < kBlocks; ++j) a[r][j] = _mm512_loadu_ps(acc[r] + 16 * j);
+  }
+  for (int64_t p = 0; p < o.pairs; ++p) {
+    __m512bh wp[kBlocks];
+    for (int j = 0; j < kBlocks; ++j) {
+      wp[j] = (__m512bh)_mm512_loadu_si512(w + j * o.w_block_stride + 16 * p);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      uint32_t pair;
+      __builtin_memcpy(&pair, x[r] + 2 * p, sizeof(pair));
+      const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      for (int j = 0; j < kBlocks; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], xr, wp[j]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int j = 0; j < kBlocks; ++j) _mm512_storeu_ps(acc[r] + 16 * j, a[r][j]);
+  }
+}
+
+template <int kBlocks>
+__attribute__((always_inline)) inline void PairRows(const Bf16PairOperands& o, const uint32_t* w,
+                                                    int64_t acc_offset) {
+  int64_t r = 0;
+  for (; r + 8 <= o.rows; r += 8) PairTile<8, kBlocks>(o, r, w, acc_offset);
+  if (r + 4 <= o.rows) PairTile<4, kBlocks>(o, r, w, acc_offset), r += 4;
+  if (r + 2 <= o.rows) PairTile<2, kBlocks>(o, r, w, acc_offset), r += 2;
+  if (r < o.rows) PairTile<1, kBlocks>(o, r, w, acc_offset);
+}
+
+void AccumulatePairs(const Bf16PairOperands& o) {
+  int64_t j = 0;
+  for (; j + 2 <= o.blocks; j += 2) PairRows<2>(o, o.w + j * o.w_block_stride, 16 * j);
+  for (; j < o.blocks; ++j) PairRows<1>(o, o.w + j * o.w_block_stride, 16 * j);
+}
+#endif
+
 void WidenHalf(const Eigen::half* src, int64_t n, float* dst) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -283,6 +335,14 @@ TapKernel<Acc> SelectTapKernel(int64_t block) {
     default:
       return &AccumulateTap<Acc, 1>;
   }
+}
+
+Bf16PairKernel SelectBf16PairKernel() {
+#if defined(__AVX512BF16__)
+  return &AccumulatePairs;
+#else
+  return nullptr;
+#endif
 }
 
 template <typename T>
