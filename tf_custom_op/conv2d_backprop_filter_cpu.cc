@@ -94,7 +94,8 @@ class BackpropFilterTask {
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
-        tap_kernel_(SelectTapKernel<Acc>(l.block)) {}
+        tap_kernel_(SelectTapKernel<Acc>(l.block)),
+        pair_kernel_(PairKernel(l)) {}
 
   int64_t num_tasks() const {
     return l_.depthwise ? l_.slices : l_.slices * p_.groups * l_.ci_chunks;
@@ -119,6 +120,7 @@ class BackpropFilterTask {
     const int64_t chunk_pixels = chunk_rows * p_.out_cols;
     std::vector<Acc> packed_dy(static_cast<size_t>(chunk_pixels * l_.lanes));
     std::vector<Acc> packed_x(static_cast<size_t>(chunk_pixels * l_.ci_chunk));
+    std::vector<uint32_t> pairs_x, pairs_dy;  // the pair kernel's operands
     const int64_t cg = p_.filter_in_depth;
     const int64_t group_elements = l_.slice_elements / p_.groups;
     for (int64_t task = begin; task < end; ++task) {
@@ -143,6 +145,11 @@ class BackpropFilterTask {
           for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
             PackInputForTap(r0, r1, g, kh, kw, ci0, ci1, packed_x.data());
             Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * l_.lanes;
+            if (pair_kernel_ != nullptr) {
+              AccumulatePairs(packed_x.data(), packed_dy.data(), pixels, ci1 - ci0, &pairs_x,
+                              &pairs_dy, tap_acc, kh == 0 && kw == 0);
+              continue;
+            }
             // Rows: the chunk's input channels; reduction: its pixels.
             cpu::TapOperands<Acc> o;
             o.x = packed_x.data();
@@ -166,6 +173,64 @@ class BackpropFilterTask {
   }
 
  private:
+  // The bfloat16 pair kernel when it applies (bfloat16, 16-lane blocks, a CPU
+  // with AVX512-BF16), else nullptr.
+  static cpu::Bf16PairKernel PairKernel(const Layout& l) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (l.block == 16 && !l.depthwise) return cpu::SelectBf16PairKernel();
+    }
+    return nullptr;
+  }
+
+  // Consecutive pixels' values two by two as one word of bfloat16 halves (low
+  // half: the even pixel; zero past the last pixel): src is [pixel][width]
+  // of exact bfloat16 values widened to float, dst [pixel / 2][width].
+  static void InterleavePairs(const Acc* src, int64_t pixels, int64_t width, uint32_t* dst) {
+    for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
+      const Acc* even = src + 2 * q * width;
+      const bool has_odd = 2 * q + 1 < pixels;
+      for (int64_t c = 0; c < width; ++c) {
+        uint32_t lo, hi = 0;
+        __builtin_memcpy(&lo, even + c, sizeof(lo));
+        if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
+        dst[q * width + c] = (lo >> 16) | (hi & 0xffff0000u);
+      }
+    }
+  }
+
+  // One tap of one chunk with the pair kernel: rows are the chunk's input
+  // channels, the reduction runs over pixel pairs. The out_backprop pairs are
+  // made once per chunk (on its first tap), the input's for every tap.
+  void AccumulatePairs(const Acc* x, const Acc* dy, int64_t pixels, int64_t width,
+                       std::vector<uint32_t>* pairs_x, std::vector<uint32_t>* pairs_dy,
+                       Acc* tap_acc, bool first_tap) const {
+    const int64_t pairs = (pixels + 1) / 2;
+    if (first_tap) {
+      pairs_dy->resize(static_cast<size_t>(l_.blocks * pairs * l_.block));
+      for (int64_t b = 0; b < l_.blocks; ++b) {
+        InterleavePairs(dy + b * pixels * l_.block, pixels, l_.block,
+                        pairs_dy->data() + b * pairs * l_.block);
+      }
+    }
+    pairs_x->resize(static_cast<size_t>(pairs * width));
+    InterleavePairs(x, pixels, width, pairs_x->data());
+    cpu::Bf16PairOperands o;
+    o.x = reinterpret_cast<const Eigen::bfloat16*>(pairs_x->data());
+    o.pixel_stride = 2;
+    o.pair_stride = 2 * width;
+    o.pairs = pairs;
+    o.w_block_stride = pairs * l_.block;
+    o.acc_stride = l_.lanes;
+    o.rows = o.run = width;
+    o.x_line_stride = o.acc_line_stride = 0;
+    for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
+      o.w = pairs_dy->data() + b * pairs * l_.block;
+      o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
+      o.acc = reinterpret_cast<float*>(tap_acc + b * l_.block);
+      pair_kernel_(o);
+    }
+  }
+
   // Depthwise (NHWC, one channel per group): partial[slice][tap][g], each
   // out_backprop pixel's channels multiplied elementwise with the input
   // pixel each tap reads, vectorised across the groups; pixels in order.
@@ -298,6 +363,7 @@ class BackpropFilterTask {
   const T* out_backprop_;
   Acc* partial_;
   const TapKernel<Acc> tap_kernel_;
+  const cpu::Bf16PairKernel pair_kernel_;
 };
 
 // With an empty input every tap of every out_backprop pixel reads padding:

@@ -344,6 +344,7 @@ class BackpropInputTask {
     ForEachTap(t, [&](const TapLines& tap) {
       cpu::Bf16PairOperands o;
       o.pixel_stride = p_.out_depth;
+      o.pair_stride = 2;
       o.pairs = cog / 2;
       o.w_block_stride = packed_block;
       o.acc_stride = p_.stride_cols * l_.row_length;

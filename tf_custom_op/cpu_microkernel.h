@@ -72,16 +72,17 @@ TapKernel<Acc> SelectTapKernel(int64_t block);
 
 // The bfloat16 dot-product micro-kernel (AVX512-BF16): the same sum as a
 // TapKernel<float> over bfloat16 operands taken two channels at a time,
-//   acc[row(i) + j*16 + c] += sum_p x[xrow(i) + 2p] * w(p, 2p) + x[xrow(i) + 2p + 1] * w(p, 2p + 1)
-// with rows and lines as in TapOperands, channel stride 1, `pairs` pairs,
-// and w[j*w_block_stride + p*16 + c] holding the two filter values of pair p
-// for lane c as one 32-bit word (low half: the even channel). Each pair is
+//   acc[row(i) + j*16 + c] += sum_p x[xrow(i) + p*pair_stride] * w_even(p)
+//                                   + x[xrow(i) + p*pair_stride + 1] * w_odd(p)
+// with rows and lines as in TapOperands, `pairs` pairs (the two values of a
+// pair adjacent in x), and w[j*w_block_stride + p*16 + c] holding the two
+// values of pair p for lane c as one 32-bit word (low half: the even one). Each pair is
 // one VDPBF16PS step: both products exact, added to the accumulator in a
 // fixed order, with bfloat16 subnormals read as zero (the instruction's
 // rule). Deterministic like the others.
 struct Bf16PairOperands {
   const Eigen::bfloat16* x;
-  int64_t pixel_stride, pairs;
+  int64_t pixel_stride, pair_stride, pairs;
   const uint32_t* w;
   int64_t w_block_stride, blocks;
   float* acc;

@@ -271,7 +271,7 @@ __attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, i
     }
     for (int r = 0; r < kRows; ++r) {
       uint32_t pair;
-      __builtin_memcpy(&pair, x[r] + 2 * p, sizeof(pair));
+      __builtin_memcpy(&pair, x[r] + p * o.pair_stride, sizeof(pair));
       const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
       for (int j = 0; j < kBlocks; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], xr, wp[j]);
     }
