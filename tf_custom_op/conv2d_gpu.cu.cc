@@ -155,9 +155,11 @@ __global__ void __launch_bounds__(kReduceThreads)
       const int64_t n = p / (d.out_cols * d.out_rows);
       const int64_t h = oh * d.stride_rows - d.pad_top + kh * d.dilation_rows;
       const int64_t w = ow * d.stride_cols - d.pad_left + kw * d.dilation_cols;
-      if (h < 0 || h >= d.in_rows || w < 0 || w >= d.in_cols) continue;
-      acc += Load<Acc>(input + InputIndex(d, n, h, w, c)) *
-             Load<Acc>(out_backprop + OutIndex(d, n, oh, ow, co));
+      // A tap on the padding adds 0 * dy (NaN where dy is not finite), as
+      // the CPU kernels and the zero-padded definition do.
+      const bool inside = h >= 0 && h < d.in_rows && w >= 0 && w < d.in_cols;
+      const Acc x = inside ? Load<Acc>(input + InputIndex(d, n, h, w, c)) : Acc(0);
+      acc += x * Load<Acc>(out_backprop + OutIndex(d, n, oh, ow, co));
     }
     partial[threadIdx.x] = acc;
     __syncthreads();
@@ -210,7 +212,9 @@ cudaError_t Conv2DBackpropFilterGpu(const ConvProblem& p, const T* input,
                                     cudaStream_t stream) {
   const int64_t total = p.filter_elements();
   if (total == 0) return cudaSuccess;
-  if (p.input_elements() == 0 || p.out_backprop_elements() == 0) {
+  // An empty input is all padding: the kernel then reads no input and sums
+  // 0 * dy, like the CPU path.
+  if (p.out_backprop_elements() == 0) {
     FillZero<<<GridFor(total, 256), 256, 0, stream>>>(filter_backprop, total);
   } else {
     BackpropFilterKernel<<<GridFor(total, 1), kReduceThreads, 0, stream>>>(
