@@ -168,7 +168,7 @@ class BackpropInputTask {
 
   void Run(int64_t begin, int64_t end) const {
     std::vector<Acc> tile(
-        static_cast<size_t>(l_.tile_rows * l_.tile_cols * l_.row_length));
+        InPlace() ? 0 : static_cast<size_t>(l_.tile_rows * l_.tile_cols * l_.row_length));
     std::vector<Acc> panel_storage;
     std::vector<T> raw_panel_storage;
     for (int64_t task = begin; task < end; ++task) {
@@ -180,24 +180,42 @@ class BackpropInputTask {
       t.h_end = std::min(p_.in_rows, t.h_begin + l_.tile_rows);
       t.w_begin = col_tile * l_.tile_cols;
       t.w_end = std::min(p_.in_cols, t.w_begin + l_.tile_cols);
-      t.acc = tile.data();
-      std::fill(tile.begin(), tile.end(), Acc(0));
+      if (InPlace()) {  // accumulate straight into the output: no store pass
+        t.row_stride = p_.in_cols * p_.in_depth;
+        t.acc = reinterpret_cast<Acc*>(in_backprop_) +
+                ((t.n * p_.in_rows + t.h_begin) * p_.in_cols + t.w_begin) * p_.in_depth;
+        for (int64_t h = t.h_begin; h < t.h_end; ++h) {
+          Acc* row = t.acc + (h - t.h_begin) * t.row_stride;
+          std::fill(row, row + (t.w_end - t.w_begin) * p_.in_depth, Acc(0));
+        }
+      } else {
+        t.row_stride = l_.tile_cols * l_.row_length;
+        t.acc = tile.data();
+        std::fill(tile.begin(), tile.end(), Acc(0));
+      }
       if (pair_kernel_ != nullptr) {
         AccumulatePairs(t, MakePanel(t, &raw_panel_storage));
       } else {
         Accumulate(t, MakePanel(t, &panel_storage));
       }
-      Store(t);
+      if (!InPlace()) Store(t);
     }
   }
 
  private:
   // Output rows [h_begin, h_end) x columns [w_begin, w_end) of image n; its
-  // accumulators: row (h - h_begin) starts at acc + that * tile_cols * row_length.
+  // accumulators: row (h - h_begin) starts at acc + that * row_stride.
   struct Tile {
     int64_t n, h_begin, h_end, w_begin, w_end;
     Acc* acc;
+    int64_t row_stride;
   };
+
+  // The tile can be the output itself: same type, channels last, and no
+  // padded lanes between one pixel's channels and the next pixel's.
+  bool InPlace() const {
+    return std::is_same_v<T, Acc> && p_.nhwc() && l_.row_length == p_.in_depth;
+  }
 
   // The out_backprop pixels a tile reads, NHWC, in the type E the
   // micro-kernel takes: pixel (oh, ow) of the tile's image is at
@@ -274,7 +292,6 @@ class BackpropInputTask {
   template <typename F>
   void ForEachTap(const Tile& t, F&& f) const {
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
-    const int64_t tile_row = l_.tile_cols * l_.row_length;
     for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
       // Positions h' = h + pad_top - kh*dilation, h in [h_begin, h_end),
       // that are multiples of the stride inside [0, (out_rows-1)*stride].
@@ -291,7 +308,7 @@ class BackpropInputTask {
         const int64_t hi = std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
         if (hi < lo) continue;
         f(TapLines{kh, kw, (hi - lo) / sw + 1, (bottom - top) / sh + 1, top / sh, lo / sw,
-                   (top - vshift - t.h_begin) * tile_row +
+                   (top - vshift - t.h_begin) * t.row_stride +
                        (lo - shift - t.w_begin) * l_.row_length});
       }
     }
@@ -319,7 +336,7 @@ class BackpropInputTask {
       o.run = tap.run;
       o.rows = tap.lines * tap.run;
       o.x_line_stride = dy.cols * p_.out_depth;
-      o.acc_line_stride = p_.stride_rows * l_.tile_cols * l_.row_length;
+      o.acc_line_stride = p_.stride_rows * t.row_stride;
       const Acc* x = dy.data + ((tap.oh0 - dy.row0) * dy.cols + tap.ow0 - dy.col0) * p_.out_depth;
       for (int64_t g = 0; g < p_.groups; ++g) {
         const Acc* w = packed_ + ((g * p_.filter_rows + tap.kh) * p_.filter_cols + tap.kw) *
@@ -351,7 +368,7 @@ class BackpropInputTask {
       o.run = tap.run;
       o.rows = tap.lines * tap.run;
       o.x_line_stride = dy.cols * p_.out_depth;
-      o.acc_line_stride = p_.stride_rows * l_.tile_cols * l_.row_length;
+      o.acc_line_stride = p_.stride_rows * t.row_stride;
       const T* x = dy.data + ((tap.oh0 - dy.row0) * dy.cols + tap.ow0 - dy.col0) * p_.out_depth;
       for (int64_t g = 0; g < p_.groups; ++g) {
         const uint32_t* w =
@@ -373,7 +390,6 @@ class BackpropInputTask {
   void AccumulateDepthwise(const Tile& t, const Panel<Acc>& dy) const {
     const int64_t channels = p_.groups;
     const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
-    const int64_t tile_row = l_.tile_cols * l_.row_length;
     for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
       for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
         const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
@@ -388,7 +404,7 @@ class BackpropInputTask {
           const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
           if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
           const Acc* x = dy.data + ((hp / sh - dy.row0) * dy.cols + ow0 - dy.col0) * channels;
-          Acc* acc = t.acc + (h - t.h_begin) * tile_row + (lo - shift - t.w_begin) * l_.row_length;
+          Acc* acc = t.acc + (h - t.h_begin) * t.row_stride + (lo - shift - t.w_begin) * l_.row_length;
           for (int64_t r = 0; r < run; ++r) {
             Acc* a = acc + r * sw * l_.row_length;
             const Acc* xr = x + r * channels;
@@ -404,7 +420,7 @@ class BackpropInputTask {
     const int64_t group_stride = l_.blocks * l_.block;
     const int64_t width = t.w_end - t.w_begin;
     for (int64_t h = t.h_begin; h < t.h_end; ++h) {
-      const Acc* row = t.acc + (h - t.h_begin) * l_.tile_cols * l_.row_length;
+      const Acc* row = t.acc + (h - t.h_begin) * t.row_stride;
       if (p_.data_format == DataFormat::kNHWC) {
         T* out = in_backprop_ +
                  ((t.n * p_.in_rows + h) * p_.in_cols + t.w_begin) *
