@@ -405,11 +405,7 @@ int64_t Conv2DBackpropFilterCpuWorkspaceBytes(const ConvProblem& p) {
   }
   const Layout l = Layout::For<T, Acc>(p);
   if (l.direct) return 0;
-  int64_t bytes = static_cast<int64_t>(sizeof(Acc));
-  for (int64_t f : {l.slices, l.slice_elements}) {
-    if (__builtin_mul_overflow(bytes, f, &bytes)) return -1;
-  }
-  return bytes;
+  return CheckedProduct({static_cast<int64_t>(sizeof(Acc)), l.slices, l.slice_elements});
 }
 
 template <typename T>

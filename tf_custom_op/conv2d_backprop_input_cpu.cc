@@ -288,28 +288,39 @@ class BackpropInputTask {
     int64_t kh, kw, run, lines, oh0, ow0, acc_offset;
   };
 
+  // Output positions i in [begin, end) whose i + shift is a multiple of
+  // `stride` inside [0, (count - 1) * stride]: they read out_backprop
+  // positions first, first + 1, ... (`n` of them) and start at i0.
+  struct StridedRange {
+    int64_t i0, first, n;
+  };
+  static bool StrideRun(int64_t begin, int64_t end, int64_t shift, int64_t stride, int64_t count,
+                        StridedRange* run) {
+    int64_t lo = std::max<int64_t>(begin + shift, 0);
+    lo = (lo + stride - 1) / stride * stride;
+    const int64_t hi = std::min(end - 1 + shift, (count - 1) * stride);
+    if (hi < lo) return false;
+    *run = {lo - shift, lo / stride, (hi - lo) / stride + 1};
+    return true;
+  }
+
   // f(lines) for every tap that reaches the tile, (kh, kw) in order.
   template <typename F>
   void ForEachTap(const Tile& t, F&& f) const {
-    const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
     for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-      // Positions h' = h + pad_top - kh*dilation, h in [h_begin, h_end),
-      // that are multiples of the stride inside [0, (out_rows-1)*stride].
-      const int64_t vshift = p_.pad_top - kh * p_.dilation_rows;
-      int64_t top = std::max<int64_t>(t.h_begin + vshift, 0);
-      top = (top + sh - 1) / sh * sh;
-      const int64_t bottom = std::min(t.h_end - 1 + vshift, (p_.out_rows - 1) * sh);
-      if (bottom < top) continue;
+      StridedRange rows;
+      if (!StrideRun(t.h_begin, t.h_end, p_.pad_top - kh * p_.dilation_rows, p_.stride_rows,
+                     p_.out_rows, &rows)) {
+        continue;
+      }
       for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-        // Columns likewise.
-        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
-        lo = (lo + sw - 1) / sw * sw;
-        const int64_t hi = std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
-        if (hi < lo) continue;
-        f(TapLines{kh, kw, (hi - lo) / sw + 1, (bottom - top) / sh + 1, top / sh, lo / sw,
-                   (top - vshift - t.h_begin) * t.row_stride +
-                       (lo - shift - t.w_begin) * l_.row_length});
+        StridedRange cols;
+        if (!StrideRun(t.w_begin, t.w_end, p_.pad_left - kw * p_.dilation_cols, p_.stride_cols,
+                       p_.out_cols, &cols)) {
+          continue;
+        }
+        f(TapLines{kh, kw, cols.n, rows.n, rows.first, cols.first,
+                   (rows.i0 - t.h_begin) * t.row_stride + (cols.i0 - t.w_begin) * l_.row_length});
       }
     }
   }
@@ -389,30 +400,19 @@ class BackpropInputTask {
   // every tap in order, elementwise across the groups.
   void AccumulateDepthwise(const Tile& t, const Panel<Acc>& dy) const {
     const int64_t channels = p_.groups;
-    const int64_t sh = p_.stride_rows, sw = p_.stride_cols;
-    for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-      for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-        const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-        int64_t lo = std::max<int64_t>(t.w_begin + shift, 0);
-        lo = (lo + sw - 1) / sw * sw;
-        const int64_t hi = std::min(t.w_end - 1 + shift, (p_.out_cols - 1) * sw);
-        if (hi < lo) continue;
-        const int64_t run = (hi - lo) / sw + 1;
-        const int64_t ow0 = lo / sw;
-        const Acc* w = packed_ + (kh * p_.filter_cols + kw) * channels;
-        for (int64_t h = t.h_begin; h < t.h_end; ++h) {
-          const int64_t hp = h + p_.pad_top - kh * p_.dilation_rows;
-          if (hp < 0 || hp % sh != 0 || hp / sh >= p_.out_rows) continue;
-          const Acc* x = dy.data + ((hp / sh - dy.row0) * dy.cols + ow0 - dy.col0) * channels;
-          Acc* acc = t.acc + (h - t.h_begin) * t.row_stride + (lo - shift - t.w_begin) * l_.row_length;
-          for (int64_t r = 0; r < run; ++r) {
-            Acc* a = acc + r * sw * l_.row_length;
-            const Acc* xr = x + r * channels;
-            for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
-          }
+    ForEachTap(t, [&](const TapLines& tap) {
+      const Acc* w = packed_ + (tap.kh * p_.filter_cols + tap.kw) * channels;
+      for (int64_t line = 0; line < tap.lines; ++line) {
+        const Acc* x =
+            dy.data + ((tap.oh0 + line - dy.row0) * dy.cols + tap.ow0 - dy.col0) * channels;
+        Acc* acc = t.acc + tap.acc_offset + line * p_.stride_rows * t.row_stride;
+        for (int64_t r = 0; r < tap.run; ++r) {
+          Acc* a = acc + r * p_.stride_cols * l_.row_length;
+          const Acc* xr = x + r * channels;
+          for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
         }
       }
-    }
+    });
   }
 
   void Store(const Tile& t) const {
@@ -470,12 +470,8 @@ int64_t Conv2DBackpropInputCpuWorkspaceBytes(const ConvProblem& p) {
   using Acc = typename Accumulator<T>::type;
   if (p.filter_elements() == 0) return 0;
   const Layout l = Layout::For<Acc>(p);
-  int64_t bytes = static_cast<int64_t>(sizeof(Acc));
-  for (int64_t f : {p.groups, p.filter_rows, p.filter_cols, l.blocks,
-                    l.block, p.out_depth_per_group()}) {
-    if (__builtin_mul_overflow(bytes, f, &bytes)) return -1;
-  }
-  return bytes;
+  return CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.groups, p.filter_rows,
+                         p.filter_cols, l.blocks, l.block, p.out_depth_per_group()});
 }
 
 template <typename T>

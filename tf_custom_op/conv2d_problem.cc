@@ -205,6 +205,14 @@ std::string ResolveInputSizes(const ConvAttrs& attrs,
   return "";
 }
 
+int64_t CheckedProduct(std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (const int64_t f : factors) {
+    if (MulOverflows(product, f, &product)) return -1;
+  }
+  return product;
+}
+
 std::string CheckOutputSize(const char* label, const char* name,
                             const std::vector<int64_t>& shape,
                             int64_t element_bytes) {

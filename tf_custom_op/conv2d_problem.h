@@ -8,6 +8,7 @@
 #define TF_CONV2D_TRANSPOSE_CONV2D_PROBLEM_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct ConvProblem {
 // The largest tensor (in bytes) the ops agree to produce. Anything bigger is
 // rejected up front instead of being handed to an allocator.
 constexpr int64_t kMaxOutputBytes = int64_t{1} << 38;  // 256 GiB
+
+// The product of non-negative factors, or -1 if it does not fit in int64
+// (workspace sizes).
+int64_t CheckedProduct(std::initializer_list<int64_t> factors);
 
 // Checks that a tensor the caller is about to allocate (non-negative dims,
 // `element_bytes` each) stays within kMaxOutputBytes without overflowing.

@@ -118,10 +118,10 @@ constexpr int64_t ColumnOffset(int c, int64_t block_stride) {
 }
 
 // Where rows [first, first + n) of a call start in x and in acc (see
-// TapOperands: rows come in lines of `run`).
-template <typename Acc, int n>
-__attribute__((always_inline)) inline void RowStarts(const TapOperands<Acc>& o, int64_t first,
-                                                     const Acc* (&x)[n], Acc* (&acc)[n]) {
+// TapOperands: rows come in lines of `run`). Shared by both operand kinds.
+template <typename Operands, typename X, typename A, int n>
+__attribute__((always_inline)) inline void RowStarts(const Operands& o, int64_t first,
+                                                     const X* (&x)[n], A* (&acc)[n]) {
   int64_t line = first / o.run, pos = first - line * o.run;
   for (int r = 0; r < n; ++r) {
     x[r] = o.x + line * o.x_line_stride + pos * o.pixel_stride;
@@ -142,7 +142,7 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
   using V = typename VecType<Acc, kLanes>::type;
   const Acc* x[kRows];
   Acc* acc[kRows];
-  RowStarts<Acc, kRows>(o, first, x, acc);
+  RowStarts(o, first, x, acc);
   V a[kRows][kCols];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) {
@@ -177,7 +177,7 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
   using V = typename VecType<Acc, kLanes>::type;
   const Acc* xs[1];
   Acc* accs[1];
-  RowStarts<Acc, 1>(o, row, xs, accs);
+  RowStarts(o, row, xs, accs);
   const Acc* x = xs[0];
   const int64_t cs = o.channel_stride, wbs = o.w_block_stride;
   V p[4][kCols];
@@ -254,12 +254,8 @@ __attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, i
                                                     const uint32_t* w, int64_t acc_offset) {
   const Eigen::bfloat16* x[kRows];
   float* acc[kRows];
-  int64_t line = first / o.run, pos = first - line * o.run;
-  for (int r = 0; r < kRows; ++r) {
-    x[r] = o.x + line * o.x_line_stride + pos * o.pixel_stride;
-    acc[r] = o.acc + line * o.acc_line_stride + pos * o.acc_stride + acc_offset;
-    if (++pos == o.run) pos = 0, ++line;
-  }
+  RowStarts(o, first, x, acc);
+  for (int r = 0; r < kRows; ++r) acc[r] += acc_offset;
   __m512 a[kRows][kBlocks];
   for (int r = 0; r < kRows; ++r) {
     for (int j = 0; j < kBlocks; ++j) a[r][j] = _mm512_loadu_ps(acc[r] + 16 * j);
