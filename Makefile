@@ -186,11 +186,12 @@ valgrind: $(PLAIN_TEST)
 	  --errors-for-leak-kinds=all ./$(PLAIN_TEST) 120 2000
 
 # The plugin library itself built with AddressSanitizer + UBSan (UBSan on the
-# compute layer, ASan everywhere; TensorFlow stays uninstrumented; the ASan
-# runtime is preloaded into Python, with libstdc++ so that ASan can intercept
-# C++ exceptions), then the core and training test files on it. A report
-# aborts the test process, which fails the run. Leak detection is off: Python and TensorFlow keep memory
-# until exit by design (the C++ tests above check the compute layer's).
+# compute layer, ASan everywhere; TensorFlow stays uninstrumented), then the
+# core and training test files on it through tools/asan_tests.sh, which says
+# how the runtime is preloaded, where reports go and which tests stay out.
+# First a self-test: a deliberate invalid read must be reported and fail.
+# Leak detection is off: Python and TensorFlow keep memory until exit by
+# design (the C++ tests above check the compute layer's).
 ASAN_DIR := build/asan
 ASAN_LIB := $(ASAN_DIR)/_conv2d_transpose_ops.so
 ASAN_TESTS := tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py \
@@ -199,16 +200,24 @@ asan: $(REQS_STAMP)
 	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) BUILD_INFO=$(ASAN_DIR)/_build_info.json \
 	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  TF_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address"
-	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
-	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TF_CPP_MIN_LOG_LEVEL=3 \
-	TF_CONV2D_TRANSPOSE_LIBRARY=$(abspath $(ASAN_LIB)) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(ASAN_TESTS)
+	@CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) tests/sanitizer/deliberate_fault.py \
+	  > $(ASAN_DIR)/self_test.log 2>&1; status=$$?; \
+	if [ $$status -eq 0 ] || ! grep -q "ERROR: AddressSanitizer: SEGV" $(ASAN_DIR)/self_test.log; then \
+	  cat $(ASAN_DIR)/self_test.log; echo "asan self-test: a deliberate fault went unreported" >&2; \
+	  exit 1; fi; echo "asan self-test: a deliberate fault was reported and failed its run"
+	CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) $(ASAN_TESTS)
 
 # 10,000+ fuzzed calls to both ops in subprocess batches (tests/fuzz_ops.py),
 # with the outcome counts; CI runs 2,000 of them (tests/test_fuzz.py).
+# A new seed every run, so that each run explores new inputs; the seed is
+# printed, and `make fuzz FUZZ_SEED=N` replays a run. make test's 2,000 keep
+# a fixed seed.
 FUZZ_CASES ?= 10000
+FUZZ_SEED ?= $(shell date +%s)
 fuzz: all
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/fuzz_ops.py --cases $(FUZZ_CASES) --batch 500 --seed 20000
+	@echo "fuzz seed $(FUZZ_SEED) (replay: make fuzz FUZZ_SEED=$(FUZZ_SEED))"
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/fuzz_ops.py --cases $(FUZZ_CASES) --batch 500 \
+	  --seed $(FUZZ_SEED)
 
 # The same library and tests through Bazel (offline, Debian's Bazel 4), then
 # the make smoke test on the library Bazel built.
@@ -216,7 +225,8 @@ BAZEL_LIB := build/bazel-bin/python/tf_conv2d_transpose/_conv2d_transpose_ops.so
 bazel: $(REQS_STAMP)
 	tools/install_tool.sh bazel bazel-bootstrap
 	python_bin=$$($(PY) -c 'import sys; print(sys.executable)'); \
-	bazel test --repo_env=PYTHON_BIN_PATH=$$python_bin //... && \
+	bazel test --repo_env=PYTHON_BIN_PATH=$$python_bin \
+	  --test_env=HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-default} //... && \
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library $(BAZEL_LIB); \
 	status=$$?; bazel shutdown; exit $$status
 
@@ -245,7 +255,7 @@ gpu-test: $(REQS_STAMP)
 	tests/gpu/build_harness.sh build/gpu/harness.so
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library build/gpu/_conv2d_transpose_ops.so
 	TF_CONV2D_TRANSPOSE_LIBRARY=build/gpu/_conv2d_transpose_ops.so \
-	TF_CONV2D_TRANSPOSE_EXPECT_GPU=1 $(PY) -m pytest -q -n 2 tests/test_kernel_registration.py \
+	TF_CONV2D_TRANSPOSE_EXPECT_GPU=1 $(PY) -m pytest -q -n 2 --capture=sys tests/test_kernel_registration.py \
 	  tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py
 
 lint: $(REQS_STAMP)
@@ -256,14 +266,18 @@ lint: $(REQS_STAMP)
 # client test (wrappers + SavedModel through the C API), the GPU variant on the
 # CPU suite, the library under ASan/UBSan on the core test files, the Bazel
 # route, the wheel round trip, then the pytest suite (last, so its summary
-# closes the output; it includes 2,000 fuzzed calls).
+# closes the output; it includes 2,000 fuzzed calls). Hypothesis runs
+# derandomized here (the `ci` profile in tests/conftest.py), so a red run
+# replays exactly; --capture=sys lets a crashing worker's native message
+# (a CHECK, a heap error) reach the terminal instead of pytest's capture.
+test: export HYPOTHESIS_PROFILE = ci
 test: all
 	$(MAKE) lint cpp-test cpp-client-test valgrind
 	$(MAKE) gpu-test
 	$(MAKE) asan
 	$(MAKE) bazel
 	$(MAKE) wheel-test
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --capture=sys tests
 
 # TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all

@@ -28,6 +28,7 @@ def test_numeric_jacobian(output_shape, filter_shape, dy_shape, strides, padding
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.tf_kernels
 @pytest.mark.parametrize("output_shape, filter_shape, dy_shape, strides, padding", CASES)
 def test_gradient_matches_builtin(output_shape, filter_shape, dy_shape, strides, padding):
     rng = np.random.default_rng(1)

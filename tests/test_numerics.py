@@ -94,6 +94,7 @@ def test_matches_numpy_reference_everywhere(dtype, config, seed):
     )
 
 
+@pytest.mark.tf_kernels
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
 @given(
     config=configs(data_formats=["NHWC"], max_dilation=1, max_groups=1), seed=st.integers(0, 2**16)
@@ -124,6 +125,7 @@ def test_matches_builtin_where_it_runs(dtype, config, seed):
     )
 
 
+@pytest.mark.tf_kernels
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64], ids=lambda d: d.name)
 @given(config=configs(), seed=st.integers(0, 2**16))
 def test_matches_xla_reference(dtype, config, seed):
@@ -162,6 +164,7 @@ def _forward_conv2d(config, x, filters):
         )(x, filters)
 
 
+@pytest.mark.tf_kernels
 @given(config=configs(), seed=st.integers(0, 2**16))
 def test_adjoint_identity_with_forward_conv2d(config, seed):
     """<conv2d(x, f), dy> == <x, conv2d_transpose(dy, f)> for all features."""
