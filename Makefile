@@ -20,26 +20,41 @@ MAKEFLAGS += --jobs=$(shell nproc)
 ifneq ($(filter clean distclean,$(MAKECMDGOALS)),)
 .NOTPARALLEL:
 endif
+# The default: the project's own .venv with the pinned TensorFlow. With
+# PYTHON=..., the TensorFlow that interpreter already has (2.19-2.21), which is
+# never installed, upgraded or removed: tools/use_own_tensorflow.py checks it
+# and adds only the tools that interpreter lacks. Its build outputs get a
+# directory of their own, so objects for two TensorFlows never mix.
 ifeq ($(origin PYTHON), undefined)
   VENV := .venv
   PY := $(VENV)/bin/python
+  BUILD_DIR ?= build
   STAMP_DIR := $(VENV)
+  INSTALL_REQUIREMENTS := $(PY) -m pip install --quiet -r requirements.txt
+  DEMO_REQUIREMENTS := true
 else
   PY := $(PYTHON)
-  STAMP_DIR := build
+  BUILD_DIR ?= build/python-$(shell printf %s '$(PYTHON)' | sha1sum | cut -c1-10)
+  STAMP_DIR := $(BUILD_DIR)
+  INSTALL_REQUIREMENTS := $(PY) tools/use_own_tensorflow.py requirements-tools.txt
+  DEMO_REQUIREMENTS := $(PY) tools/use_own_tensorflow.py requirements-demo.txt
+  ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
+    TF_CHECK := $(shell $(PY) tools/use_own_tensorflow.py --check 2>&1)
+    ifneq ($(.SHELLSTATUS),0)
+      $(error $(TF_CHECK))
+    endif
+  endif
 endif
 
 CXX ?= g++
 PKG := python/tf_conv2d_transpose
-# setup.py overrides these to build a wheel's library in a directory of its own.
-BUILD_DIR ?= build
+# setup.py overrides BUILD_DIR and LIB to build a wheel's library apart.
 LIB ?= $(PKG)/_conv2d_transpose_ops.so
-BUILD_INFO ?= $(PKG)/_build_info.json
 SRC_DIR := tf_custom_op
 OBJ_DIR := $(BUILD_DIR)/obj
 # The compute layer (TF-free) and the TF-facing registration + kernel files.
 SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
-        cpu_dispatch.cc conv2d_transpose_ops.cc conv2d_cpu_kernels.cc
+        cpu_dispatch.cc conv2d_transpose_ops.cc conv2d_cpu_kernels.cc build_info.cc
 # The micro-kernel, once per instruction set (picked at run time by
 # cpu_dispatch.cc; the library itself still runs on any x86-64).
 ISA_FLAGS_generic :=
@@ -90,7 +105,7 @@ TF_FACING := conv2d_transpose_ops conv2d_cpu_kernels conv2d_gpu_kernels
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo bench compute-bench lint cpp-test valgrind asan fuzz bazel wheel-test gpu-test clean distclean
+.PHONY: all build test demo bench compute-bench lint cpp-test valgrind asan fuzz bazel wheel-test gpu-test tf-versions clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -98,11 +113,12 @@ ifeq ($(origin PYTHON), undefined)
 $(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+$(REQS_STAMP): | $(PY)
 endif
 
-$(REQS_STAMP): requirements.txt | $(PY)
+$(REQS_STAMP): requirements.txt requirements-tools.txt requirements-demo.txt
 	@mkdir -p $(STAMP_DIR)
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(INSTALL_REQUIREMENTS)
 	@touch $@
 
 # Compile and link flags come from the TensorFlow the library is built against.
@@ -122,6 +138,9 @@ $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) \
 	  $(if $(filter $(TF_FACING),$*),$(TF_SANITIZE),$(LIB_SANITIZE)) -c $< -o $@
 
+# The TensorFlow version the library is built against, baked into it.
+$(OBJ_DIR)/build_info.o: CXXFLAGS += -DTF_CONV2D_TRANSPOSE_TF_VERSION='"$(TF_VERSION)"'
+
 $(OBJ_DIR)/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
 	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) $(LIB_SANITIZE) $(ISA_CXXFLAGS) -DCONV2D_CPU_ISA=$* \
@@ -135,8 +154,6 @@ $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
 
 $(LIB): $(OBJS)
 	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(GPU_LFLAGS) $(LIB_SANITIZE) -Wl,--no-undefined -Wl,-O1
-	printf '{"tensorflow_version": "%s", "cxx": "%s"}\n' "$(TF_VERSION)" \
-	  "$$($(CXX) --version | head -1)" > $(BUILD_INFO)
 
 $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -197,7 +214,7 @@ ASAN_LIB := $(ASAN_DIR)/_conv2d_transpose_ops.so
 ASAN_TESTS := tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py \
               tests/test_bad_inputs.py tests/test_determinism.py
 asan: $(REQS_STAMP)
-	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) BUILD_INFO=$(ASAN_DIR)/_build_info.json \
+	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) \
 	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  TF_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address"
 	@CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) tests/sanitizer/deliberate_fault.py \
@@ -248,8 +265,7 @@ wheel-test: $(REQS_STAMP)
 # The GPU variant (GPU=1) built into build/gpu/, loaded into tensorflow-cpu
 # (GPU kernels registered, unused) and run through the CPU suite; and the
 # TF-free GPU harness that tests/gpu/device_check.sh runs on a GPU machine.
-GPU_BUILD := BUILD_DIR=build/gpu LIB=build/gpu/_conv2d_transpose_ops.so \
-             BUILD_INFO=build/gpu/_build_info.json GPU=1
+GPU_BUILD := BUILD_DIR=build/gpu LIB=build/gpu/_conv2d_transpose_ops.so GPU=1
 gpu-test: $(REQS_STAMP)
 	$(MAKE) build $(GPU_BUILD)
 	tests/gpu/build_harness.sh build/gpu/harness.so
@@ -258,9 +274,17 @@ gpu-test: $(REQS_STAMP)
 	TF_CONV2D_TRANSPOSE_EXPECT_GPU=1 $(PY) -m pytest -q -n 2 --capture=sys tests/test_kernel_registration.py \
 	  tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py
 
+# The supported TensorFlow window (README, "TensorFlow versions"): the library
+# built against the oldest and a middle release in venvs of their own through
+# `make PYTHON=...`, the smoke test and a core subset on each, and a library
+# built for another TensorFlow, copied alone, refused by name.
+TF_WINDOW := 2.19.1 2.20.0
+tf-versions: build
+	tools/tf_versions_test.sh "$(TF_WINDOW)" $(LIB)
+
 lint: $(REQS_STAMP)
-	$(PY) -m ruff check python tests bench
-	$(PY) -m ruff format --check python tests bench
+	$(PY) -m ruff check python tests bench tools
+	$(PY) -m ruff format --check python tests bench tools
 
 # Lint, the compute layer under ASan/UBSan/LSan and under valgrind, the C++
 # client test (wrappers + SavedModel through the C API), the GPU variant on the
@@ -277,10 +301,12 @@ test: all
 	$(MAKE) asan
 	$(MAKE) bazel
 	$(MAKE) wheel-test
+	$(MAKE) tf-versions
 	$(PY) -m pytest -n 2 --capture=sys tests
 
 # TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all
+	$(DEMO_REQUIREMENTS)
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose validate
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose compare
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_conv2d_transpose demo
@@ -303,7 +329,7 @@ bench: all $(BENCH_STAMP)
 	    || exit 1; done
 
 clean:
-	rm -rf build $(LIB) $(BUILD_INFO) $(STAMP_DIR)/.editable.stamp \
+	rm -rf build $(LIB) $(STAMP_DIR)/.editable.stamp \
 	  python/*.egg-info .pytest_cache .hypothesis
 	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +
 

@@ -48,7 +48,6 @@ class BuildPyWithLibrary(build_py):
                 "make", "-C", HERE, "build", f"PYTHON={sys.executable}", "TF_READY=",
                 f"BUILD_DIR=build/setuptools-{tag}",
                 f"LIB={os.path.join(package_dir, '_conv2d_transpose_ops.so')}",
-                f"BUILD_INFO={os.path.join(package_dir, '_build_info.json')}",
             ],
             check=True,
         )

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # - `ci` (`make test`): derandomized and without the example database, so a
 #   red run replays exactly on any machine; a failure prints its reproduce blob.
 # - `thorough`: many more random configurations.
+# - `quick`: derandomized, few examples (the TensorFlow version window).
 settings.register_profile(
     "default",
     max_examples=100,
@@ -26,6 +27,9 @@ settings.register_profile(
     print_blob=True,
 )
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=500)
+# `quick`: the `ci` profile with fewer examples, for the TensorFlow version
+# window (tools/tf_versions_test.sh), which checks building and loading.
+settings.register_profile("quick", parent=settings.get_profile("ci"), max_examples=15)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

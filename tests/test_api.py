@@ -9,10 +9,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import json  # noqa: E402
+import ctypes  # noqa: E402
 import pathlib  # noqa: E402
 import re  # noqa: E402
-import shutil  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -408,17 +407,33 @@ def test_library_path_exists_and_loads():
         np.testing.assert_allclose(result, tf.nn.conv2d_transpose(X, W, OUT_STRIDE_2, 2), **TOL)
 
 
-def test_check_compatible_refuses_other_tensorflow():
-    with pytest.raises(ImportError) as info:
-        _loader.check_compatible("2.0.0", "2.21.0")
-    message = str(info.value)
-    for part in ("2.0.0", "2.21.0", "make"):
-        assert part in message
+def test_library_carries_the_tensorflow_it_was_built_for():
+    """Read from the file, and the same string from the loaded library's C function."""
+    path = tf_conv2d_transpose.library_path()
+    info = _loader.build_info(path)
+    assert info["tensorflow"] == tf.__version__
+    assert info["cxx11_abi"] == str(tf.sysconfig.CXX11_ABI_FLAG)
+    assert info["compiler"]
+    function = ctypes.CDLL(path).TfConv2DTransposeBuildInfo  # already loaded: no new registration
+    function.restype = ctypes.c_char_p
+    text = function().decode()
+    assert text.startswith(_loader.BUILD_INFO_MARKER.decode())
+    assert f"tensorflow={tf.__version__};" in text
 
 
-@pytest.mark.parametrize("built", [None, "2.21.0"])
-def test_check_compatible_accepts_unknown_or_same_version(built):
-    _loader.check_compatible(built, "2.21.0")
+def test_check_compatible_refuses_other_tensorflow_abi_or_no_info():
+    cases = [
+        ({"tensorflow": "2.0.0", "cxx11_abi": "1"}, ("2.0.0", "2.21.0", "make")),
+        ({"tensorflow": "2.21.0", "cxx11_abi": "0"}, ("_GLIBCXX_USE_CXX11_ABI=0",)),
+        (None, ("no tf_conv2d_transpose build info",)),
+        ({}, ("no tf_conv2d_transpose build info",)),
+    ]
+    for info, parts in cases:
+        with pytest.raises(ImportError) as error:
+            _loader.check_compatible(info, "2.21.0", running_abi=1)
+        for part in parts:
+            assert part in str(error.value)
+    _loader.check_compatible({"tensorflow": "2.21.0", "cxx11_abi": "1"}, "2.21.0", running_abi=1)
 
 
 def test_load_from_empty_dir_says_missing_and_how_to_build(tmp_path):
@@ -428,10 +443,17 @@ def test_load_from_empty_dir_says_missing_and_how_to_build(tmp_path):
     assert "make" in str(info.value)
 
 
-def test_load_refuses_library_built_for_other_tensorflow(tmp_path):
-    """The version check runs before the library is loaded into the process."""
-    shutil.copy(tf_conv2d_transpose.library_path(), tmp_path / _loader.LIBRARY_NAME)
-    (tmp_path / _loader.BUILD_INFO_NAME).write_text(json.dumps({"tensorflow_version": "2.0.0"}))
-    assert _loader.built_tensorflow_version(tmp_path) == "2.0.0"
-    with pytest.raises(ImportError, match=re.escape(tf.__version__)):
+def test_copied_library_built_for_other_tensorflow_is_refused_before_loading(tmp_path):
+    """The .so alone, no file beside it: its baked-in version is another one
+    (rewritten in the copy, same length), and loading refuses it by name."""
+    data = pathlib.Path(tf_conv2d_transpose.library_path()).read_bytes()
+    built = f"tensorflow={tf.__version__};".encode()
+    other = "".join("9" if c.isdigit() else c for c in tf.__version__)
+    assert data.count(built) == 1
+    (tmp_path / _loader.LIBRARY_NAME).write_bytes(
+        data.replace(built, f"tensorflow={other};".encode())
+    )
+    with pytest.raises(ImportError) as info:
         _loader.load(tmp_path)
+    for part in (other, tf.__version__, "make clean && make"):
+        assert part in str(info.value)
