@@ -57,9 +57,12 @@ inline absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) 
   } else {
     return absl::InvalidArgumentError("Invalid data format: " + data_format);
   }
-  const std::string error = conv2d_transpose::ValidateConvAttrs(*attrs);
-  if (!error.empty()) return absl::InvalidArgumentError(error);
-  return absl::OkStatus();
+  bool unimplemented = false;
+  const std::string error =
+      conv2d_transpose::ValidateConvAttrs(*attrs, &unimplemented);
+  if (error.empty()) return absl::OkStatus();
+  return unimplemented ? absl::UnimplementedError(error)
+                       : absl::InvalidArgumentError(error);
 }
 
 // Scratch memory from TensorFlow's allocator (64-byte aligned); null if none.
@@ -78,6 +81,24 @@ inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
 
 inline absl::Status ToStatus(const std::string& error) {
   return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
+}
+
+// An output with no elements is returned as it is, before the shapes are
+// checked against each other, as TensorFlow's default CPU kernels (oneDNN) do:
+// there is nothing to compute (the Keras layer makes such calls for some
+// output_padding choices). True when the output was allocated (or failed).
+inline bool AllocateIfEmpty(OpKernelContext* ctx,
+                            const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d == 0) {
+      Tensor* output = nullptr;
+      const absl::Status status = ctx->allocate_output(
+          0, TensorShape(absl::Span<const int64_t>(shape)), &output);
+      if (!status.ok()) ctx->CtxFailure(__FILE__, __LINE__, status);
+      return true;
+    }
+  }
+  return false;
 }
 
 // What each device provides: Run(ctx, problem, inputs..., output) computes
@@ -108,6 +129,7 @@ class Conv2DBackpropInputOp : public OpKernel {
                             out_backprop_shape, &input_shape)));
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
                             kLabel, "input", input_shape, sizeof(T))));
+    if (AllocateIfEmpty(ctx, input_shape)) return;
     ConvProblem problem;
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
                             kLabel, attrs_, input_shape, filter_shape,
@@ -144,6 +166,7 @@ class Conv2DBackpropFilterOp : public OpKernel {
                             filter_sizes.flat<int32>().data(), &filter_shape)));
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
                             kLabel, "filter", filter_shape, sizeof(T))));
+    if (AllocateIfEmpty(ctx, filter_shape)) return;
     ConvProblem problem;
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
                             kLabel, attrs_, Dims(input.shape()), filter_shape,

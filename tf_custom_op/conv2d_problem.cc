@@ -47,12 +47,16 @@ std::vector<int64_t> ConvProblem::input_shape() const {
   return {batch, in_depth, in_rows, in_cols};
 }
 
-std::string ValidateConvAttrs(const ConvAttrs& attrs) {
+std::string ValidateConvAttrs(const ConvAttrs& attrs, bool* unimplemented) {
   const DataFormat f = attrs.data_format;
+  bool ignored;
+  if (unimplemented == nullptr) unimplemented = &ignored;
+  *unimplemented = false;
   if (attrs.strides.size() != 4) {
     return "Sliding window strides field must specify 4 dimensions";
   }
   if (attrs.strides[BatchDim(f)] != 1 || attrs.strides[DepthDim(f)] != 1) {
+    *unimplemented = true;
     return "Current implementation does not yet support strides in the batch "
            "and depth dimensions.";
   }
@@ -67,6 +71,7 @@ std::string ValidateConvAttrs(const ConvAttrs& attrs) {
     return "Sliding window dilations field must specify 4 dimensions";
   }
   if (attrs.dilations[BatchDim(f)] != 1 || attrs.dilations[DepthDim(f)] != 1) {
+    *unimplemented = true;
     return "Current implementation does not yet support dilations in the "
            "batch and depth dimensions.";
   }

@@ -78,7 +78,11 @@ std::string CheckOutputSize(const char* label, const char* name,
 
 // Checks the attributes alone (lengths, ranges, explicit padding rules).
 // Returns an empty string when they are valid, else the error message.
-std::string ValidateConvAttrs(const ConvAttrs& attrs);
+// `unimplemented`, if given, is set when the error is a stride or dilation in
+// the batch or depth dimension: TensorFlow's kernels call that unimplemented,
+// not invalid.
+std::string ValidateConvAttrs(const ConvAttrs& attrs,
+                              bool* unimplemented = nullptr);
 
 // Resolves the `input_sizes` tensor of Conv2DBackpropInput into a full input
 // shape (data_format order). `input_sizes_dims` is that tensor's shape and

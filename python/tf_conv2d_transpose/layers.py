@@ -74,7 +74,7 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
 
     def __init__(
         self,
-        filters: int,
+        filters: Optional[int],
         kernel_size: IntOrPair,
         strides: IntOrPair = (1, 1),
         padding: str = "valid",
@@ -119,7 +119,9 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             raise ValueError(
                 f"The `groups` argument must be a positive integer. Received: groups={groups!r}"
             )
-        if filters % groups:
+        # filters=None is accepted here as by the stock constructor (a layer
+        # meant to be configured later); it cannot be built as it is.
+        if filters is not None and filters % groups:
             raise ValueError(
                 "The number of filters must be divisible by `groups`. Received: "
                 f"filters={filters}, groups={groups}"

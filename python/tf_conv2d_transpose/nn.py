@@ -20,6 +20,9 @@ IntOrInts = Union[int, Sequence[int], None]
 PaddingArg = Union[str, Sequence[Sequence[int]]]
 
 _INT32_MIN, _INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+#: Default node names, TensorFlow's (the plugin's op types carry a prefix).
+BACKPROP_INPUT_NAME = "Conv2DBackpropInput"
+BACKPROP_FILTER_NAME = "Conv2DBackpropFilter"
 
 
 def expand_window_arg(value: Any, channel_index: int, name: str) -> List[int]:
@@ -55,7 +58,9 @@ def convert_padding(padding: PaddingArg) -> Tuple[str, List[int]]:
     A string passes through; a list of four ``[before, after]`` pairs (one per
     dimension, data_format order) becomes ``"EXPLICIT"`` and eight numbers.
     """
-    if isinstance(padding, str) and padding.upper() == "EXPLICIT":
+    # Exactly TensorFlow's check: other spellings reach the op, whose attribute
+    # validation rejects them as it does for the built-in.
+    if isinstance(padding, str) and padding == "EXPLICIT":
         raise ValueError(
             "'EXPLICIT' is not a valid value for `padding`. To use explicit "
             "padding, `padding` must be a list of [before, after] pairs."
@@ -83,8 +88,11 @@ def output_shape_tensor(output_shape: Any) -> tf.Tensor:
     """``output_shape`` as the op's 1-D int32 ``input_sizes`` tensor.
 
     Accepts a list, tuple, ``tf.TensorShape``, NumPy array or tensor (int32 or
-    int64), also a list mixing ints and scalar tensors. Values outside int32
-    raise ``ValueError`` instead of wrapping around.
+    int64), also a list mixing ints and scalar tensors. A NumPy array of
+    floats is truncated to integers, as TensorFlow converts it (``np.ceil``
+    results, say); a Python list of floats raises ``TypeError``, as in
+    TensorFlow. Values outside int32, NaN or infinity raise ``ValueError``
+    instead of wrapping around.
     """
     if output_shape is None:
         raise ValueError("output_shape is required")
@@ -108,7 +116,13 @@ def output_shape_tensor(output_shape: Any) -> tf.Tensor:
             return tf.cast(output_shape, tf.int32)
     if isinstance(output_shape, (list, tuple)) and any(tf.is_tensor(v) for v in output_shape):
         return tf.stack([tf.reshape(output_shape_tensor(v), []) for v in output_shape])
+    if isinstance(output_shape, np.ndarray) and np.issubdtype(output_shape.dtype, np.floating):
+        if not np.all(np.isfinite(output_shape)):
+            raise ValueError(f"output_shape must be finite, got {output_shape!r}")
+        output_shape = np.trunc(output_shape).astype(np.int64)
     values = np.asarray(output_shape)
+    if values.dtype.kind == "f":
+        raise TypeError(f"output_shape must contain integers, got {output_shape!r}")
     if values.dtype == object or not (np.issubdtype(values.dtype, np.integer) or values.size == 0):
         raise ValueError(f"output_shape must contain integers, got {output_shape!r}")
     if values.size and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
@@ -158,7 +172,9 @@ def conv2d_transpose(
       tf.errors.InvalidArgumentError: shapes that do not form a valid
         convolution (named in the message).
     """
-    with tf.name_scope(name or "conv2d_transpose") as scope:
+    # TensorFlow's naming: the op is named after the scope, `name` or
+    # "conv2d_transpose"; name="" leaves the op at the root, named by its type.
+    with tf.compat.v1.name_scope(name, "conv2d_transpose", [input, filters, output_shape]) as scope:
         if data_format is None:
             data_format = "NHWC"
         channel_index = 1 if data_format.startswith("NC") else 3
@@ -174,5 +190,5 @@ def conv2d_transpose(
             explicit_paddings=explicit_paddings,
             data_format=data_format,
             dilations=dilations,
-            name=scope,
+            name=scope or BACKPROP_INPUT_NAME,
         )

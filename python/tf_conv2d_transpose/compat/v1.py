@@ -19,14 +19,21 @@ def _alias(new_name: str, new_value: Any, old_name: str, old_value: Any) -> Any:
 
 
 def _op_attrs(
-    strides: Sequence[int],
-    padding: nn.PaddingArg,
+    op_name: str,
+    strides: Optional[Sequence[int]],
+    padding: Optional[nn.PaddingArg],
     use_cudnn_on_gpu: bool,
     data_format: str,
-    dilations: Sequence[int],
+    dilations: Optional[Sequence[int]],
     name: Optional[str],
 ) -> dict:
-    """The attributes both raw backprop ops take, from the v1 arguments."""
+    """The attributes both raw backprop ops take, from the v1 arguments, with
+    TensorFlow's exception classes and default node name (``op_name``) where
+    the op type would otherwise show: ``dilations=None`` is the default."""
+    if strides is None:
+        raise TypeError(f"Expected list for 'strides' argument to '{op_name}' Op, not None.")
+    if padding is None:
+        raise TypeError(f"Expected string for argument 'padding' of '{op_name}', not None.")
     padding, explicit_paddings = nn.convert_padding(padding)
     return {
         "strides": list(strides),
@@ -34,8 +41,8 @@ def _op_attrs(
         "use_cudnn_on_gpu": use_cudnn_on_gpu,
         "explicit_paddings": explicit_paddings,
         "data_format": data_format,
-        "dilations": list(dilations),
-        "name": name,
+        "dilations": [1, 1, 1, 1] if dilations is None else list(dilations),
+        "name": name or op_name,
     }
 
 
@@ -76,7 +83,7 @@ def conv2d_backprop_input(
     padding: Optional[nn.PaddingArg] = None,
     use_cudnn_on_gpu: bool = True,
     data_format: str = "NHWC",
-    dilations: Sequence[int] = (1, 1, 1, 1),
+    dilations: Optional[Sequence[int]] = (1, 1, 1, 1),
     name: Optional[str] = None,
     filters: Any = None,
 ) -> tf.Tensor:
@@ -84,15 +91,14 @@ def conv2d_backprop_input(
     ``strides``/``dilations`` in data_format order and ``padding`` as a string
     or explicit pairs; ``filters`` is an alias of ``filter``."""
     filter = _alias("filters", filters, "filter", filter)
-    if strides is None:
-        raise ValueError("conv2d_backprop_input requires `strides` (4 values)")
-    if padding is None:
-        raise ValueError("conv2d_backprop_input requires `padding`")
+    attrs = _op_attrs(
+        nn.BACKPROP_INPUT_NAME, strides, padding, use_cudnn_on_gpu, data_format, dilations, name
+    )
     return raw_ops.conv2d_backprop_input(
         input_sizes=nn.output_shape_tensor(input_sizes),
         filter=filter,
         out_backprop=out_backprop,
-        **_op_attrs(strides, padding, use_cudnn_on_gpu, data_format, dilations, name),
+        **attrs,
     )
 
 
@@ -104,16 +110,19 @@ def conv2d_backprop_filter(
     padding: nn.PaddingArg,
     use_cudnn_on_gpu: bool = True,
     data_format: str = "NHWC",
-    dilations: Sequence[int] = (1, 1, 1, 1),
+    dilations: Optional[Sequence[int]] = (1, 1, 1, 1),
     name: Optional[str] = None,
 ) -> tf.Tensor:
     """``tf.compat.v1.nn.conv2d_backprop_filter``: the gradient of a 2-D
     convolution w.r.t. its filter of shape ``filter_sizes``, with 4-element
     ``strides``/``dilations`` in data_format order and ``padding`` as a string
     or explicit pairs. Runs on CPU for NCHW, dilations and groups too."""
+    attrs = _op_attrs(
+        nn.BACKPROP_FILTER_NAME, strides, padding, use_cudnn_on_gpu, data_format, dilations, name
+    )
     return raw_ops.conv2d_backprop_filter(
         input=input,
         filter_sizes=nn.output_shape_tensor(filter_sizes),
         out_backprop=out_backprop,
-        **_op_attrs(strides, padding, use_cudnn_on_gpu, data_format, dilations, name),
+        **attrs,
     )
