@@ -225,7 +225,9 @@ asan: $(REQS_STAMP)
 	CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) $(ASAN_TESTS)
 
 # 10,000+ fuzzed calls to both ops in subprocess batches (tests/fuzz_ops.py),
-# with the outcome counts; CI runs 2,000 of them (tests/test_fuzz.py).
+# with the outcome counts; CI runs 2,000 of them (tests/test_fuzz.py). Then
+# the differential harness against the built-in (tests/test_differential.py)
+# with 3,000 calls per mode instead of make test's 300.
 # A new seed every run, so that each run explores new inputs; the seed is
 # printed, and `make fuzz FUZZ_SEED=N` replays a run. make test's 2,000 keep
 # a fixed seed.
@@ -235,6 +237,8 @@ fuzz: all
 	@echo "fuzz seed $(FUZZ_SEED) (replay: make fuzz FUZZ_SEED=$(FUZZ_SEED))"
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/fuzz_ops.py --cases $(FUZZ_CASES) --batch 500 \
 	  --seed $(FUZZ_SEED)
+	DIFFERENTIAL_EXAMPLES=3000 HYPOTHESIS_PROFILE=default $(PY) -m pytest -q -p no:cacheprovider \
+	  -n 2 --capture=sys --hypothesis-seed=$(FUZZ_SEED) tests/test_differential.py
 
 # The same library and tests through Bazel (offline, Debian's Bazel 4), then
 # the make smoke test on the library Bazel built.

@@ -66,6 +66,16 @@ CASES = [
         lambda: T.conv2d_transpose(X, W, [2.0, 8.0, 8.0, 5.0], 2),
     ),
     (
+        "output_shape_string_element",
+        lambda: tf.nn.conv2d_transpose(X, W, [2, "8", 8, 5], 2),
+        lambda: T.conv2d_transpose(X, W, [2, "8", 8, 5], 2),
+    ),
+    (
+        "output_shape_none_element",
+        lambda: tf.nn.conv2d_transpose(X, W, [2, None, 8, 5], 2),
+        lambda: T.conv2d_transpose(X, W, [2, None, 8, 5], 2),
+    ),
+    (
         "v1_strides_none",
         lambda: tf.compat.v1.nn.conv2d_backprop_input(SIZES, W, X, None, "SAME"),
         lambda: T.compat.v1.conv2d_backprop_input(SIZES, W, X, None, "SAME"),

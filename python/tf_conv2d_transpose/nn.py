@@ -91,8 +91,10 @@ def output_shape_tensor(output_shape: Any) -> tf.Tensor:
     int64), also a list mixing ints and scalar tensors. A NumPy array of
     floats is truncated to integers, as TensorFlow converts it (``np.ceil``
     results, say); a Python list of floats raises ``TypeError``, as in
-    TensorFlow. Values outside int32, NaN or infinity raise ``ValueError``
-    instead of wrapping around.
+    TensorFlow, and strings or ``None`` among the values raise ``ValueError``
+    eagerly and ``TypeError`` in a graph, as TensorFlow's conversion does.
+    Values outside int32, NaN or infinity raise ``ValueError`` instead of
+    wrapping around.
     """
     if output_shape is None:
         raise ValueError("output_shape is required")
@@ -124,7 +126,10 @@ def output_shape_tensor(output_shape: Any) -> tf.Tensor:
     if values.dtype.kind == "f":
         raise TypeError(f"output_shape must contain integers, got {output_shape!r}")
     if values.dtype == object or not (np.issubdtype(values.dtype, np.integer) or values.size == 0):
-        raise ValueError(f"output_shape must contain integers, got {output_shape!r}")
+        # Strings or None among the values: TensorFlow's conversion raises
+        # ValueError eagerly and TypeError while building a graph.
+        error = ValueError if tf.executing_eagerly() else TypeError
+        raise error(f"output_shape must contain integers, got {output_shape!r}")
     if values.size and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
         raise ValueError(f"output_shape values must fit in int32, got {output_shape!r}")
     return tf.constant(values.astype(np.int32))
