@@ -177,21 +177,14 @@ def api_pair(call):
             lambda x, dy: T.compat.v1.conv2d_backprop_filter(x, sizes, dy, **v1),
         )
     if api == "raw_input":
-        return (
-            lambda w, dy: tf.raw_ops.Conv2DBackpropInput(
-                input_sizes=sizes, filter=w, out_backprop=dy, **raw
-            ),
-            lambda w, dy: T.raw_ops.conv2d_backprop_input(
-                input_sizes=sizes, filter=w, out_backprop=dy, **raw
-            ),
+        ops = (tf.raw_ops.Conv2DBackpropInput, T.raw_ops.conv2d_backprop_input)
+        return tuple(
+            lambda w, dy, op=op: op(input_sizes=sizes, filter=w, out_backprop=dy, **raw)
+            for op in ops
         )
-    return (
-        lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(
-            input=x, filter_sizes=sizes, out_backprop=dy, **raw
-        ),
-        lambda x, dy: T.raw_ops.conv2d_backprop_filter(
-            input=x, filter_sizes=sizes, out_backprop=dy, **raw
-        ),
+    ops = (tf.raw_ops.Conv2DBackpropFilter, T.raw_ops.conv2d_backprop_filter)
+    return tuple(
+        lambda x, dy, op=op: op(input=x, filter_sizes=sizes, out_backprop=dy, **raw) for op in ops
     )
 
 

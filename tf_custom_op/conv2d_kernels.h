@@ -83,22 +83,15 @@ inline absl::Status ToStatus(const std::string& error) {
   return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
 }
 
-// An output with no elements is returned as it is, before the shapes are
-// checked against each other, as TensorFlow's default CPU kernels (oneDNN) do:
-// there is nothing to compute (the Keras layer makes such calls for some
-// output_padding choices). True when the output was allocated (or failed).
-inline bool AllocateIfEmpty(OpKernelContext* ctx,
-                            const std::vector<int64_t>& shape) {
-  for (int64_t d : shape) {
-    if (d == 0) {
-      Tensor* output = nullptr;
-      const absl::Status status = ctx->allocate_output(
-          0, TensorShape(absl::Span<const int64_t>(shape)), &output);
-      if (!status.ok()) ctx->CtxFailure(__FILE__, __LINE__, status);
-      return true;
-    }
-  }
-  return false;
+// Both kernels allocate their output as soon as its shape is known and return
+// when it has no elements, before the shapes are checked against each other,
+// as TensorFlow's default CPU kernels (oneDNN) do: there is nothing to compute
+// (the Keras layer makes such calls for some output_padding choices).
+inline absl::Status AllocateOutput(OpKernelContext* ctx,
+                                   const std::vector<int64_t>& shape,
+                                   Tensor** output) {
+  return ctx->allocate_output(
+      0, TensorShape(absl::Span<const int64_t>(shape)), output);
 }
 
 // What each device provides: Run(ctx, problem, inputs..., output) computes
@@ -129,17 +122,13 @@ class Conv2DBackpropInputOp : public OpKernel {
                             out_backprop_shape, &input_shape)));
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
                             kLabel, "input", input_shape, sizeof(T))));
-    if (AllocateIfEmpty(ctx, input_shape)) return;
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, input_shape, &output));
+    if (output->NumElements() == 0) return;
     ConvProblem problem;
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
                             kLabel, attrs_, input_shape, filter_shape,
                             out_backprop_shape, &problem)));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape(absl::Span<const int64_t>(
-                                   problem.input_shape())),
-                            &output));
-    if (output->NumElements() == 0) return;
     BackpropInputLauncher<Device, T>::Run(ctx, problem, filter, out_backprop,
                                           output);
   }
@@ -166,17 +155,13 @@ class Conv2DBackpropFilterOp : public OpKernel {
                             filter_sizes.flat<int32>().data(), &filter_shape)));
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
                             kLabel, "filter", filter_shape, sizeof(T))));
-    if (AllocateIfEmpty(ctx, filter_shape)) return;
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, filter_shape, &output));
+    if (output->NumElements() == 0) return;
     ConvProblem problem;
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
                             kLabel, attrs_, Dims(input.shape()), filter_shape,
                             Dims(out_backprop.shape()), &problem)));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape(absl::Span<const int64_t>(
-                                   filter_shape)),
-                            &output));
-    if (output->NumElements() == 0) return;
     BackpropFilterLauncher<Device, T>::Run(ctx, problem, input, out_backprop,
                                            output);
   }
