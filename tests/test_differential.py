@@ -33,7 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_conv2d_transpose as T
-from conv_cases import configs
+from conv_cases import configs, onednn_enabled
 
 APIS = ["v2", "v1_transpose", "v1_input", "v1_filter", "raw_input", "raw_filter"]
 MODES = ["eager", "function", "unknown_dims", "v1_graph"]
@@ -358,6 +358,10 @@ def test_keras_layer_behaves_as_stock_layer(mode, call):
             kind = normalise(type(error).__name__, "function", None)
             outcomes.append((kind, None))
     (stock_kind, stock), (our_kind, ours) = outcomes
+    if stock_kind == "rejected" and our_kind == "ok" and 0 in ours.shape and not onednn_enabled():
+        # An output with a zero dimension is returned empty, as TensorFlow's
+        # oneDNN kernels do; its Eigen kernels reject it (README, "Differences").
+        return
     assert our_kind == stock_kind, f"{kwargs} {shape}: stock {stock_kind}, plugin {our_kind}"
     if stock_kind == "ok":
         assert ours.shape == stock.shape
