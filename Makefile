@@ -129,6 +129,7 @@ $(TF_FLAGS): $(TF_READY)
 	             for f in tf.sysconfig.get_compile_flags()); \
 	print('TF_CFLAGS :=', c); \
 	print('TF_LFLAGS :=', ' '.join(tf.sysconfig.get_link_flags())); \
+	print('TF_INCLUDE :=', tf.sysconfig.get_include()); \
 	print('TF_VERSION :=', tf.__version__)" 2>/dev/null > $@
 
 -include $(TF_FLAGS)
@@ -137,6 +138,29 @@ $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(OBJ_DIR)
 	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) \
 	  $(if $(filter $(TF_FACING),$*),$(TF_SANITIZE),$(LIB_SANITIZE)) -c $< -o $@
+
+# The XLA lowerings (conv2d_xla_kernels.cc), for TensorFlow 2.20 and newer:
+# 2.19's tf2xla headers include LLVM headers its pip package does not ship.
+# They need two more of the package's bundled include dirs and link against
+# libtensorflow_cc.so.2 (XLA's builder and TensorFlow's XLA op registry), which
+# tf.sysconfig's link flags leave out. That file alone takes one to two
+# minutes, so its object is built once per TensorFlow installation (keyed by
+# the include dir) and shared by every variant built against it (plain, GPU,
+# ASan, wheel): it takes no GPU or sanitizer flags (it only builds XLA graphs,
+# at jit-compile time; the compute layer and the OpKernels are what the ASan
+# build checks).
+ifneq ($(TF_VERSION),)
+ifeq ($(filter 2.19.%,$(TF_VERSION)),)
+XLA_OBJ := build/xla/$(shell printf %s '$(TF_INCLUDE)' | sha1sum | cut -c1-10)/conv2d_xla_kernels.o
+XLA_CFLAGS := -isystem $(TF_INCLUDE)/external/highwayhash \
+              -isystem $(TF_INCLUDE)/external/farmhash_archive/src
+XLA_LFLAGS := -l:libtensorflow_cc.so.2
+OBJS += $(XLA_OBJ)
+$(XLA_OBJ): $(SRC_DIR)/conv2d_xla_kernels.cc $(HDRS) $(TF_INCLUDE)/tensorflow/core/public/version.h
+	@mkdir -p $(@D)
+	$(CXX) $(TF_CFLAGS) $(XLA_CFLAGS) $(CXXFLAGS) -c $< -o $@.tmp && mv $@.tmp $@
+endif
+endif
 
 # The TensorFlow version the library is built against, baked into it.
 $(OBJ_DIR)/build_info.o: CXXFLAGS += -DTF_CONV2D_TRANSPOSE_TF_VERSION='"$(TF_VERSION)"'
@@ -153,7 +177,8 @@ $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
 	  -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings -c $< -o $@
 
 $(LIB): $(OBJS)
-	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(GPU_LFLAGS) $(LIB_SANITIZE) -Wl,--no-undefined -Wl,-O1
+	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(XLA_LFLAGS) $(GPU_LFLAGS) $(LIB_SANITIZE) \
+	  -Wl,--no-undefined -Wl,-O1
 
 $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -9,9 +9,17 @@ and registers its gradient. Use :func:`conv2d_transpose` like
 
 # Importing _gradients registers the gradients, layers the Keras layer.
 from tf_conv2d_transpose import _gradients, compat, layers, raw_ops  # noqa: F401
-from tf_conv2d_transpose._loader import library_path
+from tf_conv2d_transpose._loader import library_path, xla_available
 from tf_conv2d_transpose.nn import conv2d_transpose
 
 __version__ = "0.1.0"
 
-__all__ = ["compat", "conv2d_transpose", "layers", "library_path", "raw_ops", "__version__"]
+__all__ = [
+    "compat",
+    "conv2d_transpose",
+    "layers",
+    "library_path",
+    "raw_ops",
+    "xla_available",
+    "__version__",
+]

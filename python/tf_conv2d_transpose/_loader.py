@@ -40,6 +40,25 @@ def library_path() -> str:
     return os.path.abspath(override) if override else str(PACKAGE_DIR / LIBRARY_NAME)
 
 
+#: The first TensorFlow whose pip package has every header the XLA lowerings
+#: need (2.19's tf2xla headers include LLVM headers it does not ship).
+XLA_MIN_TENSORFLOW = (2, 20)
+
+
+def xla_available() -> bool:
+    """Whether the loaded library has the XLA lowerings of both ops, so that
+    ``jit_compile=True`` works with them (built against TensorFlow 2.20 and
+    newer; see the README's XLA section). Call it after the library is
+    loaded (importing the package loads it)."""
+    from tensorflow.python.framework import kernels
+
+    for op in ("Conv2DTranspose>Conv2DBackpropInput", "Conv2DTranspose>Conv2DBackpropFilter"):
+        devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+        if "XLA_CPU_JIT" not in devices:
+            return False
+    return True
+
+
 def build_info(path: os.PathLike) -> Optional[Dict[str, str]]:
     """The fields baked into the library at ``path`` (``tensorflow``,
     ``cxx11_abi``, ``compiler``), read from the file without loading it;

@@ -9,7 +9,8 @@ Keras, so outputs match the stock layer wherever the stock layer runs.
 
 Two additions over the stock layer: ``groups`` (grouped transposed
 convolution), and ``strides > 1`` together with ``dilation_rate > 1``, which
-the op supports but Keras refuses.
+the op supports but Keras refuses. The layer supports XLA
+(``compile(jit_compile=True)`` and Keras' ``"auto"``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
                 f"filters={filters}, groups={groups}"
             )
         self.groups = int(groups)
+        # Both of the plugin's ops and their gradients have XLA lowerings, so
+        # Keras may compile the layer: jit_compile=True, and "auto" on machines
+        # with a GPU (README, "XLA").
+        self.supports_jit = True
 
     def build(self, input_shape: Sequence[Optional[int]]) -> None:
         """Creates the kernel ``kernel_size + (filters // groups, in_channels)``

@@ -5,6 +5,8 @@ python3) for its header dir, framework library and compile flags, and creates
 @<name> with:
   :tf_header_lib         TensorFlow's headers (+ Eigen, absl) as system includes
   :libtensorflow_framework  the shared framework library the op links against
+  :libtensorflow_cc      the library with XLA's builder and op registry (the
+                         XLA lowerings link against it too)
   :build_defs.bzl        TF_COPTS (the non -I compile flags) and TF_VERSION
   :py_toolchain          a Python toolchain running that same interpreter
 """
@@ -43,6 +45,8 @@ def _tf_configure_impl(ctx):
     if library == None:
         _fail("no -l: flag in %s" % info["lflags"])
     ctx.symlink(info["lib"] + "/" + library, library)
+    cc_library = library.replace("tensorflow_framework", "tensorflow_cc")
+    ctx.symlink(info["lib"] + "/" + cc_library, cc_library)
 
     copts = [f for f in info["cflags"] if not f.startswith("-I")]
     ctx.file("build_defs.bzl", "\n".join([
@@ -59,12 +63,22 @@ package(default_visibility = ["//visibility:public"])
 cc_library(
     name = "tf_header_lib",
     hdrs = glob(["include/**/*"], exclude = ["include/**/*.py"]),
-    includes = ["include"],
+    # XLA's headers also need two of the bundled third-party include dirs.
+    includes = [
+        "include",
+        "include/external/farmhash_archive/src",
+        "include/external/highwayhash",
+    ],
 )
 
 cc_library(
     name = "libtensorflow_framework",
     srcs = ["{library}"],
+)
+
+cc_library(
+    name = "libtensorflow_cc",
+    srcs = ["{cc_library}"],
 )
 
 exports_files(["build_defs.bzl"])
@@ -85,7 +99,7 @@ toolchain(
     toolchain = ":runtime_pair",
     toolchain_type = "@bazel_tools//tools/python:toolchain_type",
 )
-""".format(library = library, python = str(python_path)))
+""".format(library = library, cc_library = cc_library, python = str(python_path)))
 
 tf_configure = repository_rule(
     implementation = _tf_configure_impl,
