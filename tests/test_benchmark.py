@@ -35,7 +35,8 @@ def test_bench_command_writes_json(op, tmp_path):
     summary = json.loads(out.read_text())
     assert summary["op"] == op and summary["sgemm_gflops"] > 0
     (shape,) = summary["shapes"]
-    assert set(shape["median_ms"]) == {"plugin", "builtin", "xla"}
+    assert set(shape["median_ms"]) == {"plugin", "builtin", "xla", "plugin_xla"}
+    assert summary["geomean_jit_plugin_vs_jit_builtin"] > 0
     assert all(ms > 0 for ms in shape["median_ms"].values())
 
 

@@ -2,7 +2,9 @@
 
 Times the plugin's ``Conv2DBackpropInput`` (or, with ``--op filter``,
 ``Conv2DBackpropFilter``) against TensorFlow's built-in op and the built-in
-under ``jit_compile=True`` (XLA), in one process, interleaved, after two
+under ``jit_compile=True`` (XLA), and the plugin's op under
+``jit_compile=True`` (its XLA lowering) next to the latter, in one process,
+interleaved, after two
 warm-up calls, median of ``--repeats`` calls (each wrapped in a
 ``tf.function``). FLOPs = 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column
 is NumPy's float32 2048x2048 product measured in the same process. Prints a
@@ -34,7 +36,8 @@ import tensorflow as tf  # noqa: E402
 import tf_conv2d_transpose as t2d  # noqa: E402
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
 
-KINDS = ("plugin", "builtin", "xla")
+# The plugin, the built-in, the built-in under XLA, the plugin under XLA.
+KINDS = ("plugin", "builtin", "xla", "plugin_xla")
 
 
 def _same(n: int, dy_h: int, dy_w: int, co: int, ci: int, k: int, s: int, **kw) -> C:
@@ -81,7 +84,7 @@ def shapes_for(dtype: tf.DType) -> List[Tuple[str, C]]:
 def _op(kind: str, which: str) -> Callable:
     """run(sizes, a, dy, attrs): the input gradient (a = filter) or the filter
     gradient (a = input) of the plugin or the built-in, in a tf.function."""
-    plugin = kind == "plugin"
+    plugin = kind in ("plugin", "plugin_xla")
     if which == "input":
         op = t2d.raw_ops.conv2d_backprop_input if plugin else tf.raw_ops.Conv2DBackpropInput
 
@@ -93,7 +96,7 @@ def _op(kind: str, which: str) -> Callable:
         def run(sizes: tf.Tensor, x: tf.Tensor, dy: tf.Tensor, attrs: Dict) -> tf.Tensor:
             return op(input=x, filter_sizes=sizes, out_backprop=dy, **attrs)
 
-    return tf.function(run, jit_compile=kind == "xla")
+    return tf.function(run, jit_compile=kind in ("xla", "plugin_xla"))
 
 
 def _operands(config: C, which: str, dtype: tf.DType) -> Tuple[tf.Tensor, ...]:
@@ -163,8 +166,8 @@ def run_benchmark(
     ops = {kind: _op(kind, which) for kind in KINDS}
     peak = sgemm_gflops()
     header = (
-        f"| {which} gradient ({dtype_name}) | plugin ms | built-in ms | XLA ms | GFLOP/s "
-        "| % of sgemm | vs built-in | vs XLA |"
+        f"| {which} gradient ({dtype_name}) | plugin ms | built-in ms | XLA ms | plugin+XLA ms "
+        "| GFLOP/s | % of sgemm | vs built-in | vs XLA | plugin+XLA vs XLA |"
     )
     if memory:
         header += " plugin MiB | built-in MiB |"
@@ -192,7 +195,9 @@ def run_benchmark(
         ms = {kind: statistics.median(t) * 1e3 for kind, t in times.items()}
         gflops = config.flops() / (ms["plugin"] * 1e-3) / 1e9
         cells = [f"{ms[k]:.2f}" if k in ms else "fails" for k in KINDS]
-        ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in KINDS[1:]]
+        ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in KINDS[1:3]]
+        both_jit = "xla" in ms and "plugin_xla" in ms
+        ratios.append(f"{ms['xla'] / ms['plugin_xla']:.2f}x" if both_jit else "fails")
         row = (
             f"| {name} | {' | '.join(cells)} | {gflops:.1f} | {100 * gflops / peak:.0f}% | "
             f"{' | '.join(ratios)} |"
@@ -226,6 +231,13 @@ def run_benchmark(
         )
         for kind in KINDS[1:]
     }
+    jit_vs_jit = geomean(
+        [
+            r["median_ms"]["xla"] / r["median_ms"]["plugin_xla"]
+            for r in results
+            if "xla" in r["median_ms"] and "plugin_xla" in r["median_ms"]
+        ]
+    )
     slowest = min(
         (
             (r["median_ms"]["builtin"] / r["median_ms"]["plugin"], r["shape"])
@@ -237,20 +249,22 @@ def run_benchmark(
     print(
         f"\nsgemm peak (NumPy, this process): {peak:.0f} GFLOP/s; lowest ratio vs built-in: "
         f"{slowest[0]:.2f}x ({slowest[1]}); geometric-mean speed-up vs built-in (where it "
-        f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x"
+        f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x; under jit_compile, "
+        f"the plugin vs the built-in: {jit_vs_jit:.2f}x"
     )
     return {
         "op": which,
         "dtype": dtype_name,
         "sgemm_gflops": peak,
         "geomean_speedup": speedups,
+        "geomean_jit_plugin_vs_jit_builtin": jit_vs_jit,
         "shapes": results,
     }
 
 
 def plot(summary: Dict, path: str) -> None:
-    """A horizontal bar chart of GFLOP/s per shape (plugin, built-in, XLA)
-    with the measured sgemm peak as a line."""
+    """A horizontal bar chart of GFLOP/s per shape (plugin, built-in, built-in
+    under XLA, plugin under XLA) with the measured sgemm peak as a line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -260,15 +274,20 @@ def plot(summary: Dict, path: str) -> None:
     names = [r["shape"] for r in shapes]
     flops = {r["shape"]: r["plugin_gflops"] * r["median_ms"]["plugin"] for r in shapes}
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(names) + 1.5))
-    height = 0.27
-    labels = {"plugin": "plugin", "builtin": "TF built-in", "xla": "built-in + XLA"}
+    height = 0.2
+    labels = {
+        "plugin": "plugin",
+        "builtin": "TF built-in",
+        "xla": "built-in + XLA",
+        "plugin_xla": "plugin + XLA",
+    }
     for offset, kind in enumerate(KINDS):
         values = [
             flops[r["shape"]] / r["median_ms"][kind] if kind in r["median_ms"] else 0.0
             for r in shapes
         ]
         ax.barh(
-            [i + (offset - 1) * height for i in range(len(names))],
+            [i + (offset - 1.5) * height for i in range(len(names))],
             values,
             height=height,
             label=labels[kind],
