@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from tf_conv2d_transpose import raw_ops
+from tf_conv2d_transpose import _builtin, raw_ops
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -53,7 +53,10 @@ def _builtin_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) 
 
 def conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
     """Forward 2-D convolution with the op attributes ``attrs``, differentiable
-    (to any order) through the plugin's backprop ops."""
+    (to any order) through the plugin's backprop ops; inside ``builtin_ops()``
+    a composite of built-in ops that TensorFlow differentiates itself."""
+    if _builtin.active():
+        return _builtin.conv2d(x, filters, attrs)
 
     @tf.custom_gradient
     def forward(x: tf.Tensor, filters: tf.Tensor):  # noqa: ANN202 - custom_gradient protocol

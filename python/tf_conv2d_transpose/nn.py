@@ -117,7 +117,10 @@ def output_shape_tensor(output_shape: Any) -> tf.Tensor:
         with tf.control_dependencies(checks):
             return tf.cast(output_shape, tf.int32)
     if isinstance(output_shape, (list, tuple)) and any(tf.is_tensor(v) for v in output_shape):
-        return tf.stack([tf.reshape(output_shape_tensor(v), []) for v in output_shape])
+        # Scalars stay as they are, so the sizes known when tracing stay
+        # readable from the graph (tensor_util.constant_value_as_shape).
+        scalars = [output_shape_tensor(v) for v in output_shape]
+        return tf.stack([v if v.shape.rank == 0 else tf.reshape(v, []) for v in scalars])
     if isinstance(output_shape, np.ndarray) and np.issubdtype(output_shape.dtype, np.floating):
         if not np.all(np.isfinite(output_shape)):
             raise ValueError(f"output_shape must be finite, got {output_shape!r}")
