@@ -9,10 +9,12 @@ makes all of them emit TensorFlow's built-in ops instead (for deployment).
 """
 
 # Importing _gradients registers the gradients, layers the Keras layer.
-from tf_conv2d_transpose import _gradients, compat, layers, raw_ops  # noqa: F401
+from tf_conv2d_transpose import _gradients, _onnx, compat, layers, raw_ops  # noqa: F401
 from tf_conv2d_transpose._builtin import builtin_ops
 from tf_conv2d_transpose._loader import library_path, xla_available
 from tf_conv2d_transpose.nn import conv2d_transpose
+
+_onnx.register()  # tf2onnx's handlers for the ops (ONNX export), where tf2onnx is installed
 
 __version__ = "0.1.0"
 
