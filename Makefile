@@ -116,7 +116,7 @@ $(PY):
 $(REQS_STAMP): | $(PY)
 endif
 
-$(REQS_STAMP): requirements.txt requirements-tools.txt requirements-demo.txt
+$(REQS_STAMP): requirements.txt requirements-tools.txt requirements-demo.txt requirements-export.txt
 	@mkdir -p $(STAMP_DIR)
 	$(INSTALL_REQUIREMENTS)
 	@touch $@
@@ -277,7 +277,8 @@ bazel: $(REQS_STAMP)
 	status=$$?; bazel shutdown; exit $$status
 
 # Wheel round trip: build a wheel here, install it into a fresh venv (which
-# pulls the pinned TensorFlow), run the smoke test there, outside the tree.
+# pulls the pinned TensorFlow), run the smoke test there, outside the tree;
+# the metadata must carry the `export` extra (requirements-export.txt).
 WHEEL_DIR := build/dist
 WHEEL_VENV := build/wheel-venv
 wheel-test: $(REQS_STAMP)
@@ -285,8 +286,9 @@ wheel-test: $(REQS_STAMP)
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(WHEEL_DIR) .
 	$(PY) -c "import glob, zipfile; w = zipfile.ZipFile(glob.glob('$(WHEEL_DIR)/*.whl')[0]); \
 	  print(w.filename); print(*sorted(n for n in w.namelist() if n.endswith('.so')) ); \
-	  m = next(n for n in w.namelist() if n.endswith('METADATA')); \
-	  print(*[l for l in w.read(m).decode().splitlines() if l.startswith('Requires-Dist')], sep='\n')"
+	  m = w.read(next(n for n in w.namelist() if n.endswith('METADATA'))).decode(); \
+	  assert 'Provides-Extra: export' in m, 'no export extra'; \
+	  print(*[l for l in m.splitlines() if l.startswith('Requires-Dist')], sep='\n')"
 	$(PY) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet $(WHEEL_DIR)/*.whl
 	cd $(WHEEL_VENV) && TF_CPP_MIN_LOG_LEVEL=3 bin/python ../../tests/smoke.py
@@ -331,7 +333,7 @@ test: all
 	$(MAKE) bazel
 	$(MAKE) wheel-test
 	$(MAKE) tf-versions
-	$(PY) -m pytest -n 2 --capture=sys tests
+	$(PY) -m pytest -n 2 --dist loadgroup --capture=sys tests
 
 # TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's start-up logging out of the tables.
 demo: all

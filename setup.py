@@ -60,8 +60,15 @@ class BinaryDistribution(Distribution):
         return True
 
 
+def _export_requirements() -> list:
+    """The `export` extra: the pinned lines of requirements-export.txt."""
+    with open(os.path.join(HERE, "requirements-export.txt")) as lines:
+        return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
 setup(
     cmdclass={"build_py": BuildPyWithLibrary},
     distclass=BinaryDistribution,
     install_requires=[_tensorflow_requirement(), "numpy"],
+    extras_require={"export": _export_requirements()},
 )
