@@ -50,25 +50,21 @@ CXX ?= g++
 PKG := python/tf_conv2d_transpose
 # setup.py overrides BUILD_DIR and LIB to build a wheel's library apart.
 LIB ?= $(PKG)/_conv2d_transpose_ops.so
-SRC_DIR := tf_custom_op
 OBJ_DIR := $(BUILD_DIR)/obj
-# The compute layer (TF-free) and the TF-facing registration + kernel files.
-SRCS := conv2d_problem.cc conv2d_backprop_input_cpu.cc conv2d_backprop_filter_cpu.cc \
-        cpu_dispatch.cc conv2d_transpose_ops.cc conv2d_cpu_kernels.cc build_info.cc
-# The micro-kernel, once per instruction set (picked at run time by
-# cpu_dispatch.cc; the library itself still runs on any x86-64).
-ISA_FLAGS_generic :=
-ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
-ISA_FLAGS_avx512 := -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mf16c \
-                    -mprefer-vector-width=512
-ISA_FLAGS_avx512bf16 := $(ISA_FLAGS_avx512) -mavx512bf16
-ISAS := generic avx2 avx512 avx512bf16
+include sources.mk
 # GCC vectors wider than the baseline are passed between the file's own inlined
 # helpers; the ABI note GCC gives for that (-Wpsabi) does not apply.
 ISA_CXXFLAGS := -Wno-psabi
-ISA_OBJS = $(foreach isa,$(ISAS),$(OBJ_DIR)/cpu_tap_kernels_$(isa).o)
-# cc_ops.h is the C++ client API (tests/cpp/client.mk), not part of the plugin.
-HDRS := $(filter-out $(SRC_DIR)/cc_ops.h,$(wildcard $(SRC_DIR)/*.h))
+ISA_OBJS = $(foreach isa,$(ISAS),$(OBJ_DIR)/ukernels/cpu_tap_kernels_$(isa).o)
+# Every header but the C++ client API's (tests/cpp/client.mk).
+HDRS := $(filter-out $(SRC_DIR)/cc/%,$(shell find $(SRC_DIR) -name '*.h'))
+# Sources include from the repository root ("tf_custom_op/compute/...").
+INCLUDES := -iquote .
+
+# The compute layer, built once per build directory as a static library that
+# the plugin, the compute benchmark and the valgrind test link.
+COMPUTE_LIB := $(BUILD_DIR)/libconv2d_compute.a
+COMPUTE_OBJS := $(addprefix $(OBJ_DIR)/,$(COMPUTE_SRCS:.cc=.o)) $(ISA_OBJS)
 
 # GPU=1 adds the CUDA kernels (system nvcc; SASS for sm_80 and sm_90 plus
 # compute_90 PTX; cudart linked statically so the library needs no
@@ -79,12 +75,12 @@ NVCC ?= $(CUDA_HOME)/bin/nvcc
 NVCC_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 ifneq ($(GPU),)
-  SRCS += conv2d_gpu_kernels.cc
-  CUDA_SRCS := conv2d_gpu.cu.cc
+  PLUGIN_SRCS += $(GPU_PLUGIN_SRCS)
+  GPU_OBJS := $(addprefix $(OBJ_DIR)/,$(CUDA_SRCS:.cu.cc=.cu.o))
   GPU_CFLAGS := -DGOOGLE_CUDA=1 -isystem $(CUDA_HOME)/include
   GPU_LFLAGS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
 endif
-OBJS := $(addprefix $(OBJ_DIR)/,$(SRCS:.cc=.o) $(CUDA_SRCS:.cu.cc=.cu.o)) $(ISA_OBJS)
+OBJS := $(addprefix $(OBJ_DIR)/,$(PLUGIN_SRCS:.cc=.o)) $(GPU_OBJS)
 
 REQS_STAMP := $(STAMP_DIR)/.requirements.stamp
 INSTALL_STAMP := $(STAMP_DIR)/.editable.stamp
@@ -98,7 +94,7 @@ TF_READY ?= $(REQS_STAMP)
 # headers (whose absl templates GCC cannot constant-evaluate under UBSan).
 LIB_SANITIZE ?=
 TF_SANITIZE ?=
-TF_FACING := conv2d_transpose_ops conv2d_cpu_kernels conv2d_gpu_kernels
+TF_FACING := $(PLUGIN_SRCS:.cc=) $(GPU_PLUGIN_SRCS:.cc=)
 
 # No -march=native: the library must run on any x86-64. TF's include dir is a
 # system dir so its headers' warnings do not drown ours; ours are -Werror.
@@ -135,9 +131,12 @@ $(TF_FLAGS): $(TF_READY)
 -include $(TF_FLAGS)
 
 $(OBJ_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
-	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(CXXFLAGS) \
+	@mkdir -p $(@D)
+	$(CXX) $(TF_CFLAGS) $(GPU_CFLAGS) $(INCLUDES) $(CXXFLAGS) \
 	  $(if $(filter $(TF_FACING),$*),$(TF_SANITIZE),$(LIB_SANITIZE)) -c $< -o $@
+
+$(COMPUTE_LIB): $(COMPUTE_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
 # The XLA lowerings (conv2d_xla_kernels.cc), for TensorFlow 2.20 and newer:
 # 2.19's tf2xla headers include LLVM headers its pip package does not ship.
@@ -156,55 +155,57 @@ XLA_CFLAGS := -isystem $(TF_INCLUDE)/external/highwayhash \
               -isystem $(TF_INCLUDE)/external/farmhash_archive/src
 XLA_LFLAGS := -l:libtensorflow_cc.so.2
 OBJS += $(XLA_OBJ)
-$(XLA_OBJ): $(SRC_DIR)/conv2d_xla_kernels.cc $(HDRS) $(TF_INCLUDE)/tensorflow/core/public/version.h
+$(XLA_OBJ): $(SRC_DIR)/$(XLA_SRC) $(HDRS) $(TF_INCLUDE)/tensorflow/core/public/version.h
 	@mkdir -p $(@D)
-	$(CXX) $(TF_CFLAGS) $(XLA_CFLAGS) $(CXXFLAGS) -c $< -o $@.tmp && mv $@.tmp $@
+	$(CXX) $(TF_CFLAGS) $(XLA_CFLAGS) $(INCLUDES) $(CXXFLAGS) -c $< -o $@.tmp && mv $@.tmp $@
 endif
 endif
 
 # The TensorFlow version the library is built against, baked into it.
-$(OBJ_DIR)/build_info.o: CXXFLAGS += -DTF_CONV2D_TRANSPOSE_TF_VERSION='"$(TF_VERSION)"'
+$(OBJ_DIR)/ops/build_info.o: CXXFLAGS += -DTF_CONV2D_TRANSPOSE_TF_VERSION='"$(TF_VERSION)"'
 
-$(OBJ_DIR)/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
-	@mkdir -p $(OBJ_DIR)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) $(LIB_SANITIZE) $(ISA_CXXFLAGS) -DCONV2D_CPU_ISA=$* \
-	  $(ISA_FLAGS_$*) -c $< -o $@
+$(OBJ_DIR)/ukernels/cpu_tap_kernels_%.o: $(SRC_DIR)/$(UKERNEL_SRC) $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(@D)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(CXXFLAGS) $(LIB_SANITIZE) $(ISA_CXXFLAGS) \
+	  -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) -c $< -o $@
 
 # The CUDA compute layer includes no TensorFlow header; Eigen is not needed.
 $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
-	@mkdir -p $(OBJ_DIR)
-	$(NVCC) -x cu -std=c++17 -O3 $(NVCC_ARCH) -D_GLIBCXX_USE_CXX11_ABI=1 \
+	@mkdir -p $(@D)
+	$(NVCC) -x cu -std=c++17 -O3 -I. $(NVCC_ARCH) -D_GLIBCXX_USE_CXX11_ABI=1 \
 	  -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings -c $< -o $@
 
-$(LIB): $(OBJS)
-	$(CXX) -shared $(OBJS) -o $@ $(TF_LFLAGS) $(XLA_LFLAGS) $(GPU_LFLAGS) $(LIB_SANITIZE) \
-	  -Wl,--no-undefined -Wl,-O1
+$(LIB): $(OBJS) $(COMPUTE_LIB)
+	$(CXX) -shared $(OBJS) $(COMPUTE_LIB) -o $@ $(TF_LFLAGS) $(XLA_LFLAGS) $(GPU_LFLAGS) \
+	  $(LIB_SANITIZE) -Wl,--no-undefined -Wl,-O1
 
 $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-# The TF-free compute layer alone, under AddressSanitizer and UBSan.
+# The TF-free compute layer alone, under AddressSanitizer and UBSan: the same
+# sources built into a sanitized static library of its own.
 COMPUTE_TEST := $(BUILD_DIR)/compute_layer_test
+SANITIZE_DIR := $(BUILD_DIR)/sanitize
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all
-$(BUILD_DIR)/sanitize/cpu_tap_kernels_%.o: $(SRC_DIR)/cpu_tap_kernels.cc $(HDRS) $(TF_FLAGS)
-	@mkdir -p $(BUILD_DIR)/sanitize
-	$(CXX) $(TF_CFLAGS) $(SANITIZE) -Wall -Wextra -Werror $(ISA_CXXFLAGS) -DCONV2D_CPU_ISA=$* \
-	  $(ISA_FLAGS_$*) \
-	  -c $< -o $@
-$(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
-                 $(SRC_DIR)/conv2d_backprop_input_cpu.cc \
-                 $(SRC_DIR)/conv2d_backprop_filter_cpu.cc $(SRC_DIR)/cpu_dispatch.cc \
-                 $(foreach isa,$(ISAS),$(BUILD_DIR)/sanitize/cpu_tap_kernels_$(isa).o) \
-                 $(HDRS) $(TF_FLAGS)
-	$(CXX) $(TF_CFLAGS) $(SANITIZE) -Wall -Wextra -Werror $(filter %.cc %.o,$^) -o $@
+SANITIZED_LIB := $(SANITIZE_DIR)/libconv2d_compute.a
+$(SANITIZE_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(@D)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror -c $< -o $@
+$(SANITIZE_DIR)/ukernels/cpu_tap_kernels_%.o: $(SRC_DIR)/$(UKERNEL_SRC) $(HDRS) $(TF_FLAGS)
+	@mkdir -p $(@D)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror $(ISA_CXXFLAGS) \
+	  -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) -c $< -o $@
+$(SANITIZED_LIB): $(addprefix $(SANITIZE_DIR)/,$(COMPUTE_SRCS:.cc=.o)) \
+                  $(foreach isa,$(ISAS),$(SANITIZE_DIR)/ukernels/cpu_tap_kernels_$(isa).o)
+	rm -f $@ && ar rcs $@ $^
+$(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SANITIZED_LIB) $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror $< $(SANITIZED_LIB) -o $@
 
 # The compute layer timed on its own, without TensorFlow (bench/compute_bench.cc).
 COMPUTE_BENCH := $(BUILD_DIR)/compute_bench
-$(COMPUTE_BENCH): bench/compute_bench.cc $(addprefix $(OBJ_DIR)/,conv2d_problem.o \
-                  conv2d_backprop_input_cpu.o conv2d_backprop_filter_cpu.o cpu_dispatch.o) \
-                  $(ISA_OBJS) $(HDRS) $(TF_FLAGS)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) -g $(filter %.cc %.o,$^) -o $@ -pthread
+$(COMPUTE_BENCH): bench/compute_bench.cc $(COMPUTE_LIB) $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(CXXFLAGS) -g $< $(COMPUTE_LIB) -o $@ -pthread
 compute-bench: $(COMPUTE_BENCH)
 	./$(COMPUTE_BENCH) float input && ./$(COMPUTE_BENCH) float filter
 
@@ -218,10 +219,8 @@ cpp-test: $(COMPUTE_TEST)
 # fewer problems: valgrind is ~50x slower; it has no AVX-512, so the AVX2
 # micro-kernel runs).
 PLAIN_TEST := $(BUILD_DIR)/compute_layer_test_plain
-$(PLAIN_TEST): tests/cpp/compute_layer_test.cc $(SRC_DIR)/conv2d_problem.cc \
-               $(SRC_DIR)/conv2d_backprop_input_cpu.cc $(SRC_DIR)/conv2d_backprop_filter_cpu.cc \
-               $(SRC_DIR)/cpu_dispatch.cc $(ISA_OBJS) $(HDRS) $(TF_FLAGS)
-	$(CXX) $(TF_CFLAGS) -O1 -g -Wall -Wextra -Werror $(filter %.cc %.o,$^) -o $@
+$(PLAIN_TEST): tests/cpp/compute_layer_test.cc $(COMPUTE_LIB) $(HDRS) $(TF_FLAGS)
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) -O1 -g -Wall -Wextra -Werror $< $(COMPUTE_LIB) -o $@
 valgrind: $(PLAIN_TEST)
 	tools/install_tool.sh valgrind valgrind
 	valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \

@@ -2,7 +2,7 @@
 
 A custom op is bound to the exact TensorFlow it was compiled against. The
 library carries that version (and its C++ ABI) as a string compiled into the
-binary (``tf_custom_op/build_info.cc``); the loader reads it from the file
+binary (``tf_custom_op/ops/build_info.cc``); the loader reads it from the file
 *before* loading, since loading would already register the ops with the
 running TensorFlow, and refuses a mismatch with a message that says how to
 rebuild, instead of failing later with an undefined symbol or a crash. The

@@ -1,5 +1,5 @@
 # The C++ client route: graph-building wrappers of the plugin's ops
-# (tf_custom_op/cc_ops.{h,cc}, the surface of tensorflow::ops::Conv2DBackprop*)
+# (tf_custom_op/cc/cc_ops.{h,cc}, the surface of tensorflow::ops::Conv2DBackprop*)
 # as a shared library against the pip package's libtensorflow_cc.so.2, and a
 # C++ program that uses them next to the built-ins in one graph and serves a
 # Keras SavedModel, both through TensorFlow's C API (the pip package does not
@@ -26,17 +26,17 @@ TF_CC_LFLAGS = -L$(TF_LIB_DIR) -l:libtensorflow_cc.so.2 \
 .PHONY: cpp-client cpp-client-test
 cpp-client: $(CC_CLIENT_LIB)
 
-$(CC_CLIENT_DIR)/cc_ops.o: $(SRC_DIR)/cc_ops.cc $(SRC_DIR)/cc_ops.h $(TF_FLAGS)
+$(CC_CLIENT_DIR)/cc_ops.o: $(SRC_DIR)/$(CLIENT_SRC) $(SRC_DIR)/cc/cc_ops.h $(TF_FLAGS)
 	@mkdir -p $(CC_CLIENT_DIR)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(CXXFLAGS) -c $< -o $@
 
 $(CC_CLIENT_LIB): $(CC_CLIENT_DIR)/cc_ops.o
 	$(CXX) -shared $< -o $@ -Wl,-soname,libconv2d_transpose_cc.so $(TF_CC_LFLAGS) \
 	  -Wl,--no-undefined -Wl,-O1
 
-$(CC_CLIENT_DIR)/client_test.o: tests/cpp/client_test.cc $(SRC_DIR)/cc_ops.h $(TF_FLAGS)
+$(CC_CLIENT_DIR)/client_test.o: tests/cpp/client_test.cc $(SRC_DIR)/cc/cc_ops.h $(TF_FLAGS)
 	@mkdir -p $(CC_CLIENT_DIR)
-	$(CXX) $(TF_CFLAGS) $(CXXFLAGS) -I$(SRC_DIR) -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(CXXFLAGS) -c $< -o $@
 
 # $ORIGIN/..: the program finds libconv2d_transpose_cc.so wherever build/ is.
 $(CC_CLIENT_TEST): $(CC_CLIENT_DIR)/client_test.o $(CC_CLIENT_LIB)

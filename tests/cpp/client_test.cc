@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "cc_ops.h"
+#include "tf_custom_op/cc/cc_ops.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/cc/framework/scope.h"
 #include "tensorflow/cc/ops/const_op.h"

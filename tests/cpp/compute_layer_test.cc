@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "../../tf_custom_op/conv2d_backprop_filter_cpu.h"
-#include "../../tf_custom_op/conv2d_backprop_input_cpu.h"
-#include "../../tf_custom_op/conv2d_problem.h"
-#include "../../tf_custom_op/cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
 

@@ -13,10 +13,10 @@ if [ ${#arch[@]} -eq 0 ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings)
-"$nvcc" -x cu "${flags[@]}" "${arch[@]}" -c "$root/tf_custom_op/conv2d_gpu.cu.cc" -o "$work/gpu.o"
+flags=(-std=c++17 -O3 -I"$root" -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings)
+"$nvcc" -x cu "${flags[@]}" "${arch[@]}" -c "$root/tf_custom_op/compute/gpu/conv2d_gpu.cu.cc" -o "$work/gpu.o"
 "$nvcc" -x cu "${flags[@]}" "${arch[@]}" -c "$root/tests/gpu/harness.cu.cc" -o "$work/harness.o"
-"$nvcc" -x c++ "${flags[@]}" -c "$root/tf_custom_op/conv2d_problem.cc" -o "$work/problem.o"
+"$nvcc" -x c++ "${flags[@]}" -c "$root/tf_custom_op/compute/conv2d_problem.cc" -o "$work/problem.o"
 mkdir -p "$(dirname "$out")"
 "$nvcc" -shared "${arch[@]}" "$work/gpu.o" "$work/harness.o" "$work/problem.o" -o "$out"
 echo "built $out"

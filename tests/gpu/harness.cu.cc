@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "../../tf_custom_op/conv2d_gpu.h"
-#include "../../tf_custom_op/conv2d_problem.h"
+#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 
 namespace ct = conv2d_transpose;
 

@@ -12,7 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "conv2d_problem.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 
 namespace conv2d_transpose {
 

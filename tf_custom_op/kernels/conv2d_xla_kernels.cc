@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "conv2d_kernels.h"
-#include "conv2d_problem.h"
+#include "tf_custom_op/kernels/conv2d_kernels.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tensorflow/compiler/tf2xla/type_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"

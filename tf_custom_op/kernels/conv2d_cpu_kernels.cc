@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <functional>
 
-#include "conv2d_backprop_filter_cpu.h"
-#include "conv2d_backprop_input_cpu.h"
-#include "conv2d_kernels.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/kernels/conv2d_kernels.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {

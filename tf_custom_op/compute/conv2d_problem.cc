@@ -1,4 +1,4 @@
-#include "conv2d_problem.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 
 #include <cstdint>
 #include <limits>

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "conv2d_gpu.h"
-#include "conv2d_kernels.h"
+#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
+#include "tf_custom_op/kernels/conv2d_kernels.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {

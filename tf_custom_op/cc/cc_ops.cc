@@ -1,6 +1,6 @@
 // Graph-building wrappers of the plugin's ops: what TensorFlow's generated
 // C++ op wrappers do (tensorflow/cc/ops/nn_ops.cc), for the plugin's op types.
-#include "cc_ops.h"
+#include "tf_custom_op/cc/cc_ops.h"
 
 #include <string>
 #include <utility>

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace conv2d_transpose {
 namespace cpu {

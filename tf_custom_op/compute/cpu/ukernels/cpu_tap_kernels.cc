@@ -8,7 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 #if defined(__F16C__) || defined(__AVX512BF16__)
 #include <immintrin.h>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "conv2d_problem.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 

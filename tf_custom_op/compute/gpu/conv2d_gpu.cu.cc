@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "conv2d_gpu.h"
+#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
 
 namespace conv2d_transpose {
 namespace {

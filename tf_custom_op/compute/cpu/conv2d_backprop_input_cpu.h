@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "conv2d_problem.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
 
 namespace conv2d_transpose {
 

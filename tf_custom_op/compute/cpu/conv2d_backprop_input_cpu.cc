@@ -10,9 +10,9 @@
 // dense product, acc[run, block] += dy[run, :] * packed_filter[:, block],
 // done by a register-blocked micro-kernel over a tile of output rows and
 // columns (one task).
-#include "conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
 
-#include "cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -11,7 +11,7 @@
 // of slices that depends on the problem only; each (slice, group) task sums
 // into its own partial buffer, and a last pass adds the slices in order. So
 // results are the same bits for any thread count.
-#include "conv2d_backprop_filter_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace conv2d_transpose {
 namespace {

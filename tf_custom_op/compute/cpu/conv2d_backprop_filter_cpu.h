@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "conv2d_backprop_input_cpu.h"  // ParallelFor
-#include "conv2d_problem.h"
+#include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"  // ParallelFor
+#include "tf_custom_op/compute/conv2d_problem.h"
 
 namespace conv2d_transpose {
 
