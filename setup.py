@@ -60,9 +60,9 @@ class BinaryDistribution(Distribution):
         return True
 
 
-def _export_requirements() -> list:
-    """The `export` extra: the pinned lines of requirements-export.txt."""
-    with open(os.path.join(HERE, "requirements-export.txt")) as lines:
+def _requirements(path: str) -> list:
+    """The pinned lines of a requirements file of this tree."""
+    with open(os.path.join(HERE, path)) as lines:
         return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
@@ -70,5 +70,11 @@ setup(
     cmdclass={"build_py": BuildPyWithLibrary},
     distclass=BinaryDistribution,
     install_requires=[_tensorflow_requirement(), "numpy"],
-    extras_require={"export": _export_requirements()},
+    # Optional parts: deployment (ONNX, LiteRT), the demo's dataset, the
+    # benchmark's charts. The package itself needs none of them.
+    extras_require={
+        "export": _requirements("requirements-export.txt"),
+        "demo": _requirements("requirements-demo.txt"),
+        "bench": _requirements("bench/requirements.txt"),
+    },
 )

@@ -475,3 +475,10 @@ def test_xla_lowering_is_built_for_tensorflow_2_20_and_newer():
     unsupported = "unsupported operations.*Conv2DBackpropInput"
     with pytest.raises(tf.errors.InvalidArgumentError, match=unsupported):
         jit(tf.constant(X))
+
+
+def test_package_imports_no_private_keras_module():
+    """Only Keras' public API: private `keras.src` modules move between releases."""
+    package = pathlib.Path(tf_conv2d_transpose.__file__).parent
+    users = [path.name for path in package.rglob("*.py") if "keras.src" in path.read_text()]
+    assert not users

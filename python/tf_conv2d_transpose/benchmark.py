@@ -265,7 +265,12 @@ def run_benchmark(
 def plot(summary: Dict, path: str) -> None:
     """A horizontal bar chart of GFLOP/s per shape (plugin, built-in, built-in
     under XLA, plugin under XLA) with the measured sgemm peak as a line."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError(
+            "the charts need matplotlib: pip install 'tf-conv2d-transpose[bench]'"
+        ) from error
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

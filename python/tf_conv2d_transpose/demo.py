@@ -44,7 +44,12 @@ LayerFactory = Callable[..., keras.layers.Layer]
 
 def load_digits() -> np.ndarray:
     """The 1797 bundled 8x8 digits as float64 in [0, 1], shape (n, 8, 8, 1)."""
-    from sklearn.datasets import load_digits as sklearn_digits
+    try:
+        from sklearn.datasets import load_digits as sklearn_digits
+    except ImportError as error:
+        raise ImportError(
+            "the demo needs scikit-learn: pip install 'tf-conv2d-transpose[demo]'"
+        ) from error
 
     images = sklearn_digits().images.astype(np.float64) / 16.0
     return images[..., np.newaxis]

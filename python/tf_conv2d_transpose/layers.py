@@ -20,15 +20,50 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import keras
 import tensorflow as tf
-from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
-from keras.src.layers.input_spec import InputSpec
-from keras.src.utils.argument_validation import standardize_tuple
 
 from tf_conv2d_transpose.nn import conv2d_transpose
 
 IntOrPair = Union[int, Sequence[int]]
 
 __all__ = ["Conv2DTranspose"]
+
+
+def _pair(value: IntOrPair, name: str) -> Tuple[int, int]:
+    """``value`` as two positive ints (one int is used for both); the stock
+    layer's rule and message for a bad one."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        pair: Tuple[Any, ...] = (int(value),) * 2
+    else:
+        try:
+            pair = tuple(value)  # type: ignore[arg-type]
+        except TypeError:
+            pair = ()
+    message = f"The `{name}` argument must be a tuple of 2 integers. Received {name}={value}"
+    if len(pair) != 2 or not all(isinstance(v, numbers.Integral) for v in pair):
+        raise ValueError(message)
+    bad = {v for v in pair if v <= 0}
+    if bad:
+        raise ValueError(f"{message}, including values {bad} that do not satisfy `value > 0`")
+    return int(pair[0]), int(pair[1])
+
+
+def _transposed_size(
+    size: Union[int, tf.Tensor],
+    kernel: int,
+    stride: int,
+    padding: str,
+    output_padding: Optional[int],
+    dilation: int,
+) -> Union[int, tf.Tensor]:
+    """Keras' output size of a transposed convolution along one axis (the
+    stock layer's arithmetic; ``size`` may be a tensor)."""
+    effective = (kernel - 1) * dilation + 1
+    if padding == "valid":
+        extra = max(effective, stride) - effective if output_padding is None else output_padding
+        return (size - 1) * stride + effective + extra
+    if output_padding is None:
+        return size * stride
+    return (size - 1) * stride + effective % 2 + output_padding
 
 
 @keras.saving.register_keras_serializable(package="tf_conv2d_transpose")
@@ -115,7 +150,7 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             bias_constraint=bias_constraint,
             **kwargs,
         )
-        self.dilation_rate = standardize_tuple(dilation_rate, 2, "dilation_rate")
+        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
         if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups <= 0:
             raise ValueError(
                 f"The `groups` argument must be a positive integer. Received: groups={groups!r}"
@@ -149,7 +184,9 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
                 f"input channels={input_channels} (input_shape={tuple(input_shape)}), "
                 f"groups={self.groups}"
             )
-        self.input_spec = InputSpec(min_ndim=self.rank + 2, axes={channel_axis: input_channels})
+        self.input_spec = keras.InputSpec(
+            min_ndim=self.rank + 2, axes={channel_axis: input_channels}
+        )
         self.kernel = self.add_weight(
             name="kernel",
             shape=self.kernel_size + (self.filters // self.groups, input_channels),
@@ -181,16 +218,18 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             input_shape = [
                 dynamic_shape[i] if size is None else size for i, size in enumerate(input_shape)
             ]
-        return compute_conv_transpose_output_shape(
-            input_shape,
-            self.kernel_size,
-            self.filters,
-            self.strides,
-            self.padding,
-            self.output_padding,
-            self.data_format,
-            self.dilation_rate,
-        )
+        channels_last = self.data_format == "channels_last"
+        spatial = input_shape[1:3] if channels_last else input_shape[2:4]
+        output_padding = self.output_padding or (None, None)
+        sizes = [
+            _transposed_size(size, kernel, stride, self.padding.lower(), pad, dilation)
+            for size, kernel, stride, pad, dilation in zip(
+                spatial, self.kernel_size, self.strides, output_padding, self.dilation_rate
+            )
+        ]
+        if channels_last:
+            return [input_shape[0], *sizes, self.filters]
+        return [input_shape[0], self.filters, *sizes]
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         """``activation(conv2d_transpose(inputs, kernel) + bias)``, by the op."""
