@@ -210,8 +210,9 @@ compute-bench: $(COMPUTE_BENCH)
 	./$(COMPUTE_BENCH) float input && ./$(COMPUTE_BENCH) float filter
 
 # Every micro-kernel this CPU can run, each under the sanitizers (ASan's
-# LeakSanitizer included: a leak fails the run at exit).
-cpp-test: $(COMPUTE_TEST)
+# LeakSanitizer included: a leak fails the run at exit), after the
+# micro-kernel tester (tests/cpp/ukernel.mk).
+cpp-test: $(COMPUTE_TEST) ukernel-test
 	for isa in $(ISAS); do \
 	  ASAN_OPTIONS=detect_leaks=1 CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
 
@@ -241,11 +242,7 @@ asan: $(REQS_STAMP)
 	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) \
 	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  TF_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address"
-	@CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) tests/sanitizer/deliberate_fault.py \
-	  > $(ASAN_DIR)/self_test.log 2>&1; status=$$?; \
-	if [ $$status -eq 0 ] || ! grep -q "ERROR: AddressSanitizer: SEGV" $(ASAN_DIR)/self_test.log; then \
-	  cat $(ASAN_DIR)/self_test.log; echo "asan self-test: a deliberate fault went unreported" >&2; \
-	  exit 1; fi; echo "asan self-test: a deliberate fault was reported and failed its run"
+	CXX=$(CXX) tools/asan_self_test.sh $(PY) $(ASAN_LIB)
 	CXX=$(CXX) tools/asan_tests.sh $(PY) $(ASAN_LIB) $(ASAN_TESTS)
 
 # 10,000+ fuzzed calls to both ops in subprocess batches (tests/fuzz_ops.py),
@@ -277,20 +274,11 @@ bazel: $(REQS_STAMP)
 
 # Wheel round trip: build a wheel here, install it into a fresh venv (which
 # pulls the pinned TensorFlow), run the smoke test there, outside the tree;
-# the metadata must carry the `export` extra (requirements-export.txt).
+# the metadata must carry the extras (export, demo, bench).
 WHEEL_DIR := build/dist
 WHEEL_VENV := build/wheel-venv
 wheel-test: $(REQS_STAMP)
-	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
-	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(WHEEL_DIR) .
-	$(PY) -c "import glob, zipfile; w = zipfile.ZipFile(glob.glob('$(WHEEL_DIR)/*.whl')[0]); \
-	  print(w.filename); print(*sorted(n for n in w.namelist() if n.endswith('.so')) ); \
-	  m = w.read(next(n for n in w.namelist() if n.endswith('METADATA'))).decode(); \
-	  assert 'Provides-Extra: export' in m, 'no export extra'; \
-	  print(*[l for l in m.splitlines() if l.startswith('Requires-Dist')], sep='\n')"
-	$(PY) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install --quiet $(WHEEL_DIR)/*.whl
-	cd $(WHEEL_VENV) && TF_CPP_MIN_LOG_LEVEL=3 bin/python ../../tests/smoke.py
+	tools/wheel_test.sh $(PY) $(WHEEL_DIR) $(WHEEL_VENV)
 
 # The GPU variant (GPU=1) built into build/gpu/, loaded into tensorflow-cpu
 # (GPU kernels registered, unused) and run through the CPU suite; and the
@@ -351,12 +339,7 @@ $(BENCH_STAMP): bench/requirements.txt $(REQS_STAMP)
 	$(PY) -m pip install --quiet -r bench/requirements.txt
 	@touch $@
 bench: all $(BENCH_STAMP)
-	for run in "input float32 --memory" "filter float32 --memory" "input float16" \
-	           "input bfloat16" "filter float16" "filter bfloat16"; do \
-	  set -- $$run; env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE TF_CPP_MIN_LOG_LEVEL=3 \
-	    $(PY) -m tf_conv2d_transpose bench --op $$1 --dtype $$2 $$3 \
-	    --json bench/results/backprop_$$1_$$2.json --png bench/results/backprop_$$1_$$2.png \
-	    || exit 1; done
+	tools/bench.sh $(PY)
 
 clean:
 	rm -rf build $(LIB) $(STAMP_DIR)/.editable.stamp \
@@ -367,3 +350,4 @@ distclean: clean
 	rm -rf .venv
 
 include tests/cpp/client.mk
+include tests/cpp/ukernel.mk

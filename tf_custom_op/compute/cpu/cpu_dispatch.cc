@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
+#include "tf_custom_op/compute/cpu/ukernels/ukernel_table.h"
 
 namespace conv2d_transpose {
 namespace cpu {
@@ -122,6 +123,31 @@ template TapKernel<double> SelectTapKernel<double>(int64_t);
 template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
 template WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>();
 template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
+
+// The tests' way past Chosen() (ukernel_table.h); the choice above does not
+// use it.
+const UkernelTable* UkernelTableFor(const char* isa) {
+#define ISA_TABLE(name, id)                   \
+  {#name,                                     \
+   Supported(id),                             \
+   &name::SelectTapKernel<float>,             \
+   &name::SelectTapKernel<double>,            \
+   &name::SelectTapKernel<uint32_t>,          \
+   &name::SelectBf16PairKernel,               \
+   &name::SelectWidenKernel<Eigen::half>,     \
+   &name::SelectWidenKernel<Eigen::bfloat16>}
+  static const UkernelTable tables[] = {
+      ISA_TABLE(generic, Isa::kGeneric),
+      ISA_TABLE(avx2, Isa::kAvx2),
+      ISA_TABLE(avx512, Isa::kAvx512),
+      ISA_TABLE(avx512bf16, Isa::kAvx512Bf16),
+  };
+#undef ISA_TABLE
+  for (const UkernelTable& table : tables) {
+    if (std::strcmp(table.isa, isa) == 0) return &table;
+  }
+  return nullptr;
+}
 
 }  // namespace cpu
 }  // namespace conv2d_transpose
