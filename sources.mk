@@ -1,5 +1,5 @@
 # The source and flag tables of the C++ build, written once. The Makefile
-# includes this file; tests/test_build_tools.py checks that BUILD (Bazel)
+# includes this file; tests/test_build_tables.py checks that BUILD (Bazel)
 # names the same files and instruction-set flags.
 #
 # tf_custom_op/

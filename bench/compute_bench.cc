@@ -84,11 +84,11 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
     dy_shape = {s.n, s.cout, oh, ow};
   }
   ct::ConvProblem p;
-  const std::string error = ct::ComputeConvProblem(
+  const ct::Status status = ct::ComputeConvProblem(
       "bench", attrs, x_shape, {s.kh, s.kw, s.cin / s.groups, s.cout},
       dy_shape, &p);
-  if (!error.empty()) {
-    std::fprintf(stderr, "%s: %s\n", s.name, error.c_str());
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", s.name, status.message().c_str());
     return;
   }
   std::mt19937 rng(0);

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
@@ -22,6 +23,10 @@
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
+
+// Eigen's 16-bit floats sum in float, as CUDA's do (accumulator.h).
+static_assert(std::is_same_v<ct::cpu::Accumulator<Eigen::half>::type, float>);
+static_assert(std::is_same_v<ct::cpu::Accumulator<Eigen::bfloat16>::type, float>);
 
 namespace {
 
@@ -185,25 +190,26 @@ bool RandomProblem(ct::ConvProblem* p) {
   const int64_t pl = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * w] : 0;
   const int64_t pr = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * w + 1] : 0;
   if (!ct::WindowedOutputSize(rows, kh, attrs.dilations[h], attrs.strides[h], attrs.padding, pt, pb,
-                              &out_rows, &unused0, &unused1).empty() ||
+                              &out_rows, &unused0, &unused1).ok() ||
       !ct::WindowedOutputSize(cols, kw, attrs.dilations[w], attrs.strides[w], attrs.padding, pl, pr,
-                              &out_cols, &unused0, &unused1).empty()) {
+                              &out_cols, &unused0, &unused1).ok()) {
     return false;
   }
   const std::vector<int64_t> input = nchw ? std::vector<int64_t>{batch, groups * cg, rows, cols}
                                           : std::vector<int64_t>{batch, rows, cols, groups * cg};
   const std::vector<int64_t> dy = nchw ? std::vector<int64_t>{batch, groups * cog, out_rows, out_cols}
                                        : std::vector<int64_t>{batch, out_rows, out_cols, groups * cog};
-  const std::string error =
+  const ct::Status status =
       ct::ComputeConvProblem("test", attrs, input, {kh, kw, cg, groups * cog}, dy, p);
-  if (!error.empty()) {
-    std::printf("unexpected rejection: %s\n", error.c_str());
+  if (!status.ok()) {
+    std::printf("unexpected rejection: %s\n", status.message().c_str());
     std::exit(1);
   }
   return true;
 }
 
-// Random malformed calls: the validation must answer, never misbehave.
+// Random malformed calls of both ops' validation (and of ComputeConvProblem
+// on its own): it must answer, never misbehave.
 int64_t FuzzValidation(int iterations) {
   const int64_t extremes[] = {0, 1, 2, 3, -1, -7, 1 << 20, int64_t{1} << 31, (int64_t{1} << 31) - 1,
                               int64_t{1} << 40, int64_t{1} << 62, INT64_MAX, INT64_MIN};
@@ -221,22 +227,108 @@ int64_t FuzzValidation(int iterations) {
     if (Uniform(0, 2) == 0) attrs.explicit_paddings = dims();
     std::vector<int32_t> sizes(Uniform(0, 5));
     for (auto& v : sizes) v = static_cast<int32_t>(any());
-    std::vector<int64_t> input_shape;
-    const std::vector<int64_t> filter = dims(), dy = dims();
-    std::string error = ct::ResolveInputSizes(
-        attrs, {static_cast<int64_t>(sizes.size())}, sizes.data(), filter, dy, &input_shape);
-    if (error.empty()) {
-      ct::ConvProblem p;
-      error = ct::CheckOutputSize("fuzz", "input", input_shape, 4);
-      if (error.empty()) error = ct::ComputeConvProblem("fuzz", attrs, input_shape, filter, dy, &p);
-      if (error.empty() && (ct::Conv2DBackpropInputCpuWorkspaceBytes<float>(p) < 0 ||
-                            ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(p) < 0)) {
-        error = "workspace overflow";
+    const std::vector<int64_t> sizes_dims = {static_cast<int64_t>(sizes.size())};
+    const std::vector<int64_t> input = dims(), filter = dims(), dy = dims();
+    const bool filter_op = Uniform(0, 1) == 1;
+    ct::GradientCall call;
+    const ct::Status status =
+        filter_op
+            ? ct::ValidateBackpropFilter(attrs, input, sizes_dims, sizes.data(), dy, 4, &call)
+            : ct::ValidateBackpropInput(attrs, sizes_dims, sizes.data(), filter, dy, 4, &call);
+    if (status.ok() != status.message().empty()) {
+      std::printf("fuzz: status and message disagree\n");
+      std::exit(1);
+    }
+    bool ok = status.ok();
+    if (ok) {
+      const auto& out = call.output_shape;
+      const bool empty = std::find(out.begin(), out.end(), 0) != out.end();
+      if (out.size() != 4 || empty == call.problem.has_value()) {
+        std::printf("fuzz: inconsistent call\n");
+        std::exit(1);
       }
     }
-    rejected += !error.empty();
+    if (ok && call.problem &&
+        (ct::Conv2DBackpropInputCpuWorkspaceBytes<float>(*call.problem) < 0 ||
+         ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(*call.problem) < 0)) {
+      ok = false;  // workspace overflow
+    }
+    rejected += !ok;
+    // The same shapes straight into ComputeConvProblem, which needs no
+    // earlier check: it must answer too.
+    ct::ConvProblem p;
+    const ct::Status direct = ct::ComputeConvProblem("fuzz", attrs, input, filter, dy, &p);
+    if (direct.ok() != direct.message().empty()) {
+      std::printf("fuzz: status and message disagree\n");
+      std::exit(1);
+    }
   }
   return rejected;
+}
+
+// The status type, the error kinds the ops map to TensorFlow's classes, and
+// the order of the ops' checks. Returns the number of failed expectations.
+int StatusAndCallFailures() {
+  int failures = 0;
+  auto expect = [&](bool condition, const char* what) {
+    if (!condition) {
+      std::printf("FAILED: %s\n", what);
+      ++failures;
+    }
+  };
+  const ct::Status ok = ct::Status::Ok();
+  expect(ok.ok() && ok.code() == ct::StatusCode::kOk && ok.message().empty(), "Ok()");
+  const ct::Status bad = ct::Status::InvalidArgument("bad").WithPrefix("op: ");
+  expect(!bad.ok() && bad.code() == ct::StatusCode::kInvalidArgument && bad.message() == "op: bad",
+         "InvalidArgument + WithPrefix");
+  expect(ok.WithPrefix("op: ").ok() && ok.WithPrefix("op: ").message().empty(), "ok WithPrefix");
+
+  ct::ConvAttrs attrs;
+  attrs.strides = {1, 1, 1, 1};
+  attrs.dilations = {1, 1, 1, 1};
+  attrs.padding = ct::Padding::kValid;
+  expect(ct::ValidateConvAttrs(attrs).ok(), "valid attrs");
+  attrs.strides = {2, 1, 1, 1};
+  const ct::Status strides = ct::ValidateConvAttrs(attrs);
+  expect(strides.code() == ct::StatusCode::kUnimplemented &&
+             strides.message() ==
+                 "Current implementation does not yet support strides in the batch and depth "
+                 "dimensions.",
+         "batch stride is unimplemented");
+  attrs.strides = {1, 0, 1, 1};
+  expect(ct::ValidateConvAttrs(attrs).code() == ct::StatusCode::kInvalidArgument,
+         "zero stride is invalid");
+  attrs.strides = {1, 1, 1, 1};
+
+  // An empty output needs no consistent problem: no problem, no error.
+  ct::GradientCall call;
+  const int32_t empty_sizes[] = {0, 5, 5, 3};
+  expect(ct::ValidateBackpropInput(attrs, {4}, empty_sizes, {3, 3, 7, 2}, {1, 9, 9, 2}, 4, &call)
+                 .ok() &&
+             !call.problem && call.output_shape == std::vector<int64_t>({0, 5, 5, 3}),
+         "empty output skips the problem");
+  // The output size is checked before the problem (both are wrong here).
+  const int32_t huge_sizes[] = {1 << 30, 1 << 30, 1 << 30, 3};
+  const ct::Status huge =
+      ct::ValidateBackpropFilter(attrs, {1, 5, 5, 3}, {4}, huge_sizes, {1, 9, 9, 2}, 4, &call);
+  expect(huge.code() == ct::StatusCode::kInvalidArgument &&
+             huge.message().rfind("Conv2DBackpropFilter: filter shape [1073741824,", 0) == 0 &&
+             huge.message().find("is too large (over 274877906944 bytes)") != std::string::npos,
+         "output size is checked first");
+  const int32_t sizes[] = {1, 5, 5, 3};
+  const ct::Status mismatch =
+      ct::ValidateBackpropInput(attrs, {4}, sizes, {3, 3, 3, 2}, {1, 2, 3, 2}, 4, &call);
+  expect(mismatch.message().rfind("Conv2DBackpropInput: Size of out_backprop doesn't match", 0) == 0,
+         "problem errors carry the op's name");
+  expect(ct::ValidateBackpropInput(attrs, {4}, sizes, {3, 3, 3, 2}, {1, 3, 3, 2}, 4, &call).ok() &&
+             call.problem && call.problem->out_rows == 3 && call.problem->in_depth == 3,
+         "valid call");
+  // ComputeConvProblem alone refuses tensors whose element count overflows.
+  ct::ConvProblem p;
+  const int64_t big = int64_t{1} << 32;
+  expect(!ct::ComputeConvProblem("t", attrs, {big, big, 1, 0}, {1, 1, 0, 2}, {big, big, 1, 2}, &p).ok(),
+         "element count overflow");
+  return failures;
 }
 
 // Every half and bfloat16 bit pattern goes through the active widening
@@ -303,7 +395,7 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> dy = nhwc ? std::vector<int64_t>{2, 3, 3, groups * cog}
                                          : std::vector<int64_t>{2, groups * cog, 3, 3};
     ct::ConvProblem p;
-    if (!ct::ComputeConvProblem("test", attrs, input, {5, 5, cg, groups * cog}, dy, &p).empty()) {
+    if (!ct::ComputeConvProblem("test", attrs, input, {5, 5, cg, groups * cog}, dy, &p).ok()) {
       std::printf("large-filter problem rejected\n");
       return 1;
     }
@@ -313,6 +405,9 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t rejected = FuzzValidation(fuzz_calls);
+  const int status_failures = StatusAndCallFailures();
+  std::printf("status and call checks: %d failed\n", status_failures);
+  (status_failures == 0 ? passed : failed)++;
   for (const int64_t widening : {WideningMismatches<Eigen::half>(),
                                  WideningMismatches<Eigen::bfloat16>()}) {
     std::printf("half/bfloat16 widening: 65536 patterns, %lld mismatches\n",

@@ -19,8 +19,8 @@ namespace {
 // spec: batch, in_rows, in_cols, in_depth, filter_rows, filter_cols, out_depth,
 // stride_rows, stride_cols, dilation_rows, dilation_cols, padding (0 SAME,
 // 1 VALID, 2 EXPLICIT), pad_top, pad_bottom, pad_left, pad_right, nchw,
-// groups. Fills `problem` or returns the validation message.
-std::string Problem(const int64_t* s, ct::ConvProblem* problem) {
+// groups. Fills `problem` or returns the validation error.
+ct::Status Problem(const int64_t* s, ct::ConvProblem* problem) {
   const bool nchw = s[16] != 0;
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
   ct::ConvAttrs attrs;
@@ -46,13 +46,12 @@ std::string Problem(const int64_t* s, ct::ConvProblem* problem) {
                                     : std::vector<int64_t>{s[0], s[1], s[2], s[3]};
   // out_backprop's spatial size follows from the window rules.
   int64_t out_rows, out_cols, before, after;
-  std::string error = ct::WindowedOutputSize(s[1], s[4], s[9], s[7], attrs.padding, s[12], s[13],
-                                             &out_rows, &before, &after);
-  if (error.empty()) {
-    error = ct::WindowedOutputSize(s[2], s[5], s[10], s[8], attrs.padding, s[14], s[15],
-                                   &out_cols, &before, &after);
-  }
-  if (!error.empty()) return error;
+  const ct::Status rows = ct::WindowedOutputSize(s[1], s[4], s[9], s[7], attrs.padding, s[12],
+                                                 s[13], &out_rows, &before, &after);
+  if (!rows.ok()) return rows;
+  const ct::Status cols = ct::WindowedOutputSize(s[2], s[5], s[10], s[8], attrs.padding, s[14],
+                                                 s[15], &out_cols, &before, &after);
+  if (!cols.ok()) return cols;
   std::vector<int64_t> dy = nchw ? std::vector<int64_t>{s[0], s[6], out_rows, out_cols}
                                  : std::vector<int64_t>{s[0], out_rows, out_cols, s[6]};
   return ct::ComputeConvProblem("harness", attrs, input, {s[4], s[5], s[3] / groups, s[6]}, dy,
@@ -86,8 +85,8 @@ extern "C" {
 int conv2d_out_size(const int64_t* spec, int64_t* out_rows, int64_t* out_cols, char* error,
                     int error_len) {
   ct::ConvProblem p;
-  const std::string message = Problem(spec, &p);
-  if (!message.empty()) return Report(message, error, error_len);
+  const ct::Status valid = Problem(spec, &p);
+  if (!valid.ok()) return Report(valid.message(), error, error_len);
   *out_rows = p.out_rows;
   *out_cols = p.out_cols;
   return 0;
@@ -99,8 +98,8 @@ int conv2d_out_size(const int64_t* spec, int64_t* out_rows, int64_t* out_cols, c
 int conv2d_gradient(int op, const char* dtype, const int64_t* spec, const void* a, const void* b,
                     void* out, void* stream, char* error, int error_len) {
   ct::ConvProblem p;
-  const std::string message = Problem(spec, &p);
-  if (!message.empty()) return Report(message, error, error_len);
+  const ct::Status valid = Problem(spec, &p);
+  if (!valid.ok()) return Report(valid.message(), error, error_len);
   const std::string t = dtype;
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t status;

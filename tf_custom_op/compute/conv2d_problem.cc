@@ -1,9 +1,12 @@
 #include "tf_custom_op/compute/conv2d_problem.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace conv2d_transpose {
@@ -16,6 +19,12 @@ std::string Cat(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
+}
+
+// An invalid-argument error whose message is the concatenation of `args`.
+template <typename... Args>
+Status Invalid(const Args&... args) {
+  return Status::InvalidArgument(Cat(args...));
 }
 
 std::string ShapeString(const std::vector<int64_t>& dims) {
@@ -47,77 +56,78 @@ std::vector<int64_t> ConvProblem::input_shape() const {
   return {batch, in_depth, in_rows, in_cols};
 }
 
-std::string ValidateConvAttrs(const ConvAttrs& attrs, bool* unimplemented) {
+Status ValidateConvAttrs(const ConvAttrs& attrs) {
   const DataFormat f = attrs.data_format;
-  bool ignored;
-  if (unimplemented == nullptr) unimplemented = &ignored;
-  *unimplemented = false;
   if (attrs.strides.size() != 4) {
-    return "Sliding window strides field must specify 4 dimensions";
+    return Invalid("Sliding window strides field must specify 4 dimensions");
   }
   if (attrs.strides[BatchDim(f)] != 1 || attrs.strides[DepthDim(f)] != 1) {
-    *unimplemented = true;
-    return "Current implementation does not yet support strides in the batch "
-           "and depth dimensions.";
+    return Status::Unimplemented(
+        "Current implementation does not yet support strides in the batch "
+        "and depth dimensions.");
   }
   for (int d : {RowsDim(f), ColsDim(f)}) {
     if (attrs.strides[d] < 1 || attrs.strides[d] > kInt32Max) {
-      return Cat("Row and column strides should be larger than 0 and fit in "
-                 "int32, got ",
-                 ShapeString(attrs.strides));
+      return Invalid("Row and column strides should be larger than 0 and fit "
+                     "in int32, got ",
+                     ShapeString(attrs.strides));
     }
   }
   if (attrs.dilations.size() != 4) {
-    return "Sliding window dilations field must specify 4 dimensions";
+    return Invalid("Sliding window dilations field must specify 4 dimensions");
   }
   if (attrs.dilations[BatchDim(f)] != 1 || attrs.dilations[DepthDim(f)] != 1) {
-    *unimplemented = true;
-    return "Current implementation does not yet support dilations in the "
-           "batch and depth dimensions.";
+    return Status::Unimplemented(
+        "Current implementation does not yet support dilations in the "
+        "batch and depth dimensions.");
   }
   for (int d : {RowsDim(f), ColsDim(f)}) {
     if (attrs.dilations[d] < 1 || attrs.dilations[d] > kInt32Max) {
-      return Cat("Dilated rates should be larger than 0 and fit in int32, got ",
-                 ShapeString(attrs.dilations));
+      return Invalid(
+          "Dilated rates should be larger than 0 and fit in int32, got ",
+          ShapeString(attrs.dilations));
     }
   }
   const std::vector<int64_t>& pads = attrs.explicit_paddings;
   if (attrs.padding != Padding::kExplicit) {
     if (!pads.empty()) {
-      return "explicit_paddings attribute must be empty if the padding "
-             "attribute is not EXPLICIT";
+      return Invalid("explicit_paddings attribute must be empty if the "
+                     "padding attribute is not EXPLICIT");
     }
-    return "";
+    return Status::Ok();
   }
   if (pads.size() != 8) {
-    return Cat("explicit_paddings attribute must contain 8 values, but got: ",
-               pads.size());
+    return Invalid(
+        "explicit_paddings attribute must contain 8 values, but got: ",
+        pads.size());
   }
   for (int64_t p : pads) {
-    if (p < 0) return "All elements of explicit_paddings must be nonnegative";
+    if (p < 0) {
+      return Invalid("All elements of explicit_paddings must be nonnegative");
+    }
   }
   for (int d : {BatchDim(f), DepthDim(f)}) {
     if (pads[2 * d] != 0 || pads[2 * d + 1] != 0) {
-      return "Nonzero explicit padding in the batch or depth dimensions is "
-             "not supported";
+      return Invalid("Nonzero explicit padding in the batch or depth "
+                     "dimensions is not supported");
     }
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
-                               int64_t dilation, int64_t stride,
-                               Padding padding, int64_t explicit_before,
-                               int64_t explicit_after, int64_t* output_size,
-                               int64_t* pad_before, int64_t* pad_after) {
-  if (stride < 1) return Cat("Stride must be > 0, but got ", stride);
+Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
+                          int64_t dilation, int64_t stride, Padding padding,
+                          int64_t explicit_before, int64_t explicit_after,
+                          int64_t* output_size, int64_t* pad_before,
+                          int64_t* pad_after) {
+  if (stride < 1) return Invalid("Stride must be > 0, but got ", stride);
   // (filter_size - 1) * dilation + 1, overflow-checked; an empty filter gives
   // an effective size of 1 - dilation, as in TensorFlow.
   int64_t effective;
   if (MulOverflows(filter_size - 1, dilation, &effective) ||
       AddOverflows(effective, 1, &effective)) {
-    return Cat("Effective filter size overflows int64: filter size ",
-               filter_size, ", dilation ", dilation);
+    return Invalid("Effective filter size overflows int64: filter size ",
+                   filter_size, ", dilation ", dilation);
   }
   int64_t before = 0, after = 0, numerator = 0;
   bool overflow = false;
@@ -137,8 +147,9 @@ std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
       break;
   }
   if (overflow) {
-    return Cat("Window computation overflows int64: input size ", input_size,
-               ", effective filter size ", effective, ", stride ", stride);
+    return Invalid("Window computation overflows int64: input size ",
+                   input_size, ", effective filter size ", effective,
+                   ", stride ", stride);
   }
   const int64_t out = numerator / stride;
   if (padding == Padding::kSame && out > 0) {
@@ -149,10 +160,10 @@ std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
     }
   }
   if (out < 0) {
-    return Cat("Computed output size would be negative: ", out,
-               " [input_size: ", input_size,
-               ", effective_filter_size: ", effective, ", stride: ", stride,
-               "]");
+    return Invalid("Computed output size would be negative: ", out,
+                   " [input_size: ", input_size,
+                   ", effective_filter_size: ", effective,
+                   ", stride: ", stride, "]");
   }
   // Kernels index with input + pads + effective filter + stride; keep that in
   // range so no later sum can overflow.
@@ -161,54 +172,15 @@ std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
       AddOverflows(bound, after, &bound) ||
       AddOverflows(bound, effective > 0 ? effective : 0, &bound) ||
       AddOverflows(bound, stride, &bound)) {
-    return Cat("Padding is too large: input size ", input_size, ", padding ",
-               before, "/", after);
+    return Invalid("Padding is too large: input size ", input_size,
+                   ", padding ", before, "/", after);
   }
   *output_size = out;
   *pad_before = before;
   *pad_after = after;
-  return "";
+  return Status::Ok();
 }
 
-std::string ResolveInputSizes(const ConvAttrs& attrs,
-                              const std::vector<int64_t>& input_sizes_dims,
-                              const int32_t* input_sizes,
-                              const std::vector<int64_t>& filter_shape,
-                              const std::vector<int64_t>& out_backprop_shape,
-                              std::vector<int64_t>* input_shape) {
-  if (input_sizes_dims.size() != 1) {
-    return Cat("Conv2DBackpropInput: input_sizes input must be 1-dim, not ",
-               input_sizes_dims.size());
-  }
-  const int64_t count = input_sizes_dims[0];
-  if (count == 4) {
-    input_shape->assign(input_sizes, input_sizes + 4);
-  } else if (count == 2) {
-    if (filter_shape.size() != 4 || out_backprop_shape.size() != 4) {
-      return Cat("Conv2DBackpropInput: filter and out_backprop must be "
-                 "4-dimensional, got filter shape ",
-                 ShapeString(filter_shape), " and out_backprop shape ",
-                 ShapeString(out_backprop_shape));
-    }
-    const DataFormat f = attrs.data_format;
-    input_shape->assign(4, 0);
-    (*input_shape)[BatchDim(f)] = out_backprop_shape[BatchDim(f)];
-    (*input_shape)[DepthDim(f)] = filter_shape[2];
-    (*input_shape)[RowsDim(f)] = input_sizes[0];
-    (*input_shape)[ColsDim(f)] = input_sizes[1];
-  } else {
-    return Cat("Conv2DBackpropInput requires input_sizes to contain 4 values "
-               "or 2 values, but got: ",
-               count);
-  }
-  for (int64_t d : *input_shape) {
-    if (d < 0) {
-      return Cat("Conv2DBackpropInput: input_sizes must be non-negative, got ",
-                 ShapeString(*input_shape));
-    }
-  }
-  return "";
-}
 
 int64_t CheckedProduct(std::initializer_list<int64_t> factors) {
   int64_t product = 1;
@@ -218,49 +190,123 @@ int64_t CheckedProduct(std::initializer_list<int64_t> factors) {
   return product;
 }
 
-std::string CheckOutputSize(const char* label, const char* name,
-                            const std::vector<int64_t>& shape,
-                            int64_t element_bytes) {
-  int64_t bytes = element_bytes;
-  for (int64_t d : shape) {
-    if (d < 0 || MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
-      return Cat(label, ": ", name, " shape ", ShapeString(shape),
-                 " is too large (over ", kMaxOutputBytes, " bytes)");
+namespace {
+
+// The steps below are private so that the ops reach them only through
+// ValidateBackpropInput/Filter, which run them in TensorFlow's order.
+
+// The `input_sizes` tensor of Conv2DBackpropInput as a full input shape (see
+// ValidateBackpropInput).
+Status ResolveInputSizes(const ConvAttrs& attrs,
+                         const std::vector<int64_t>& input_sizes_dims,
+                         const int32_t* input_sizes,
+                         const std::vector<int64_t>& filter_shape,
+                         const std::vector<int64_t>& out_backprop_shape,
+                         std::vector<int64_t>* input_shape) {
+  if (input_sizes_dims.size() != 1) {
+    return Invalid("Conv2DBackpropInput: input_sizes input must be 1-dim, not ",
+                   input_sizes_dims.size());
+  }
+  const int64_t count = input_sizes_dims[0];
+  if (count == 4) {
+    input_shape->assign(input_sizes, input_sizes + 4);
+  } else if (count == 2) {
+    if (filter_shape.size() != 4 || out_backprop_shape.size() != 4) {
+      return Invalid("Conv2DBackpropInput: filter and out_backprop must be "
+                     "4-dimensional, got filter shape ",
+                     ShapeString(filter_shape), " and out_backprop shape ",
+                     ShapeString(out_backprop_shape));
+    }
+    const DataFormat f = attrs.data_format;
+    input_shape->assign(4, 0);
+    (*input_shape)[BatchDim(f)] = out_backprop_shape[BatchDim(f)];
+    (*input_shape)[DepthDim(f)] = filter_shape[2];
+    (*input_shape)[RowsDim(f)] = input_sizes[0];
+    (*input_shape)[ColsDim(f)] = input_sizes[1];
+  } else {
+    return Invalid("Conv2DBackpropInput requires input_sizes to contain 4 "
+                   "values or 2 values, but got: ",
+                   count);
+  }
+  for (int64_t d : *input_shape) {
+    if (d < 0) {
+      return Invalid(
+          "Conv2DBackpropInput: input_sizes must be non-negative, got ",
+          ShapeString(*input_shape));
     }
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
-                               const int32_t* filter_sizes,
-                               std::vector<int64_t>* filter_shape) {
+// The `filter_sizes` tensor of Conv2DBackpropFilter as the filter shape.
+Status ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
+                          const int32_t* filter_sizes,
+                          std::vector<int64_t>* filter_shape) {
   if (filter_sizes_dims.size() != 1) {
-    return Cat("Conv2DBackpropFilter: filter_sizes input must be 1-dim, not ",
-               filter_sizes_dims.size());
+    return Invalid(
+        "Conv2DBackpropFilter: filter_sizes input must be 1-dim, not ",
+        filter_sizes_dims.size());
   }
   if (filter_sizes_dims[0] != 4) {
-    return Cat("Conv2DBackpropFilter: filter_sizes must contain 4 values, "
-               "but got: ",
-               filter_sizes_dims[0]);
+    return Invalid("Conv2DBackpropFilter: filter_sizes must contain 4 values, "
+                   "but got: ",
+                   filter_sizes_dims[0]);
   }
   filter_shape->assign(filter_sizes, filter_sizes + 4);
   for (int64_t d : *filter_shape) {
     if (d < 0) {
-      return Cat("Conv2DBackpropFilter: filter_sizes must be non-negative, "
-                 "got ",
-                 ShapeString(*filter_shape));
+      return Invalid("Conv2DBackpropFilter: filter_sizes must be "
+                     "non-negative, got ",
+                     ShapeString(*filter_shape));
     }
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
-                               const std::vector<int64_t>& input_shape,
-                               const std::vector<int64_t>& filter_shape,
-                               const std::vector<int64_t>& out_backprop_shape,
-                               ConvProblem* problem) {
-  const std::string attr_error = ValidateConvAttrs(attrs);
-  if (!attr_error.empty()) return attr_error;
+// A tensor the op is about to allocate (non-negative dims, `element_bytes`
+// each) must stay within kMaxOutputBytes without overflowing on the way.
+Status CheckOutputSize(const char* label, const char* name,
+                       const std::vector<int64_t>& shape,
+                       int64_t element_bytes) {
+  int64_t bytes = element_bytes;
+  for (int64_t d : shape) {
+    if (d < 0 || MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
+      return Invalid(label, ": ", name, " shape ", ShapeString(shape),
+                     " is too large (over ", kMaxOutputBytes, " bytes)");
+    }
+  }
+  return Status::Ok();
+}
+
+// What ValidateBackpropInput/Filter both do once the output shape is
+// resolved: bound the output's size, then derive the problem unless the
+// output is empty.
+Status FinishCall(const char* label, const char* output_name,
+                  int64_t element_bytes, const ConvAttrs& attrs,
+                  const std::vector<int64_t>& input_shape,
+                  const std::vector<int64_t>& filter_shape,
+                  const std::vector<int64_t>& out_backprop_shape,
+                  GradientCall* call) {
+  Status status = CheckOutputSize(label, output_name, call->output_shape,
+                                  element_bytes);
+  if (!status.ok()) return status;
+  const std::vector<int64_t>& out = call->output_shape;
+  if (std::find(out.begin(), out.end(), 0) != out.end()) return Status::Ok();
+  ConvProblem problem;
+  status = ComputeConvProblem(label, attrs, input_shape, filter_shape,
+                              out_backprop_shape, &problem);
+  if (status.ok()) call->problem = problem;
+  return status;
+}
+
+}  // namespace
+
+Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
+                          const std::vector<int64_t>& input_shape,
+                          const std::vector<int64_t>& filter_shape,
+                          const std::vector<int64_t>& out_backprop_shape,
+                          ConvProblem* problem) {
+  if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
   const struct {
     const char* name;
     const std::vector<int64_t>& shape;
@@ -269,13 +315,23 @@ std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                  {"out_backprop", out_backprop_shape}};
   for (const auto& t : tensors) {
     if (t.shape.size() != 4) {
-      return Cat(label, ": ", t.name, " must be 4-dimensional, got shape ",
-                 ShapeString(t.shape));
+      return Invalid(label, ": ", t.name, " must be 4-dimensional, got shape ",
+                     ShapeString(t.shape));
     }
     for (int64_t d : t.shape) {
       if (d < 0) {
-        return Cat(label, ": ", t.name, " has a negative dimension: ",
-                   ShapeString(t.shape));
+        return Invalid(label, ": ", t.name, " has a negative dimension: ",
+                       ShapeString(t.shape));
+      }
+    }
+    // The kernels multiply dimensions in their own orders, so the product of
+    // the nonzero ones must fit: then every partial product does. Tensors the
+    // ops receive or allocate always pass.
+    int64_t elements = 1;
+    for (int64_t d : t.shape) {
+      if (d != 0 && MulOverflows(elements, d, &elements)) {
+        return Invalid(label, ": ", t.name, " shape ", ShapeString(t.shape),
+                       " has more elements than int64 can count");
       }
     }
   }
@@ -284,11 +340,12 @@ std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
   p.data_format = f;
   p.batch = input_shape[BatchDim(f)];
   if (p.batch != out_backprop_shape[BatchDim(f)]) {
-    return Cat(label,
-               ": input and out_backprop must have the same batch size. "
-               "Input batch: ",
-               p.batch, ", outbackprop batch: ",
-               out_backprop_shape[BatchDim(f)], ", batch_dim: ", BatchDim(f));
+    return Invalid(label,
+                   ": input and out_backprop must have the same batch size. "
+                   "Input batch: ",
+                   p.batch, ", outbackprop batch: ",
+                   out_backprop_shape[BatchDim(f)],
+                   ", batch_dim: ", BatchDim(f));
   }
   p.in_rows = input_shape[RowsDim(f)];
   p.in_cols = input_shape[ColsDim(f)];
@@ -299,22 +356,23 @@ std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
   p.out_depth = filter_shape[3];
   if (p.in_depth > 0) {
     if (p.filter_in_depth == 0 || p.in_depth % p.filter_in_depth != 0) {
-      return Cat(label,
-                 ": input depth must be evenly divisible by filter depth: ",
-                 p.in_depth, " vs ", p.filter_in_depth);
+      return Invalid(label,
+                     ": input depth must be evenly divisible by filter "
+                     "depth: ",
+                     p.in_depth, " vs ", p.filter_in_depth);
     }
     p.groups = p.in_depth / p.filter_in_depth;
   }
   if (p.out_depth != out_backprop_shape[DepthDim(f)]) {
-    return Cat(label,
-               ": filter and out_backprop must have the same out_depth: ",
-               p.out_depth, " vs ", out_backprop_shape[DepthDim(f)]);
+    return Invalid(label,
+                   ": filter and out_backprop must have the same out_depth: ",
+                   p.out_depth, " vs ", out_backprop_shape[DepthDim(f)]);
   }
   if (p.out_depth % p.groups != 0) {
-    return Cat(label,
-               ": output depth must be evenly divisible by the number of "
-               "groups: ",
-               p.out_depth, " vs ", p.groups, " groups");
+    return Invalid(label,
+                   ": output depth must be evenly divisible by the number of "
+                   "groups: ",
+                   p.out_depth, " vs ", p.groups, " groups");
   }
   p.stride_rows = attrs.strides[RowsDim(f)];
   p.stride_cols = attrs.strides[ColsDim(f)];
@@ -337,23 +395,61 @@ std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
         explicit_pads ? attrs.explicit_paddings[2 * s.dim] : 0;
     const int64_t after =
         explicit_pads ? attrs.explicit_paddings[2 * s.dim + 1] : 0;
-    const std::string error =
+    const Status window =
         WindowedOutputSize(s.input, s.filter, s.dilation, s.stride,
                            attrs.padding, before, after, s.out, s.before,
                            s.after);
-    if (!error.empty()) return Cat(label, ": ", error);
+    if (!window.ok()) return window.WithPrefix(Cat(label, ": "));
     const int64_t actual = out_backprop_shape[s.dim];
     if (*s.out != actual) {
-      return Cat(label,
-                 ": Size of out_backprop doesn't match computed: actual = ",
-                 actual, ", computed = ", *s.out, " spatial_dim: ", s.dim,
-                 " input: ", s.input, " filter: ", s.filter,
-                 " output: ", actual, " stride: ", s.stride,
-                 " dilation: ", s.dilation);
+      return Invalid(label,
+                     ": Size of out_backprop doesn't match computed: "
+                     "actual = ",
+                     actual, ", computed = ", *s.out, " spatial_dim: ", s.dim,
+                     " input: ", s.input, " filter: ", s.filter,
+                     " output: ", actual, " stride: ", s.stride,
+                     " dilation: ", s.dilation);
     }
   }
   *problem = p;
-  return "";
+  return Status::Ok();
+}
+
+Status ValidateBackpropInput(const ConvAttrs& attrs,
+                             const std::vector<int64_t>& input_sizes_dims,
+                             const int32_t* input_sizes,
+                             const std::vector<int64_t>& filter_shape,
+                             const std::vector<int64_t>& out_backprop_shape,
+                             int64_t element_bytes, GradientCall* call) {
+  GradientCall result;
+  Status status = ResolveInputSizes(attrs, input_sizes_dims, input_sizes,
+                                    filter_shape, out_backprop_shape,
+                                    &result.output_shape);
+  if (status.ok()) {
+    status = FinishCall("Conv2DBackpropInput", "input", element_bytes, attrs,
+                        result.output_shape, filter_shape, out_backprop_shape,
+                        &result);
+  }
+  if (status.ok()) *call = std::move(result);
+  return status;
+}
+
+Status ValidateBackpropFilter(const ConvAttrs& attrs,
+                              const std::vector<int64_t>& input_shape,
+                              const std::vector<int64_t>& filter_sizes_dims,
+                              const int32_t* filter_sizes,
+                              const std::vector<int64_t>& out_backprop_shape,
+                              int64_t element_bytes, GradientCall* call) {
+  GradientCall result;
+  Status status =
+      ResolveFilterSizes(filter_sizes_dims, filter_sizes, &result.output_shape);
+  if (status.ok()) {
+    status = FinishCall("Conv2DBackpropFilter", "filter", element_bytes, attrs,
+                        input_shape, result.output_shape, out_backprop_shape,
+                        &result);
+  }
+  if (status.ok()) *call = std::move(result);
+  return status;
 }
 
 }  // namespace conv2d_transpose

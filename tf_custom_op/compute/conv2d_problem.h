@@ -1,5 +1,5 @@
-// The shape of one 2-D convolution gradient problem, and the one function that
-// derives and validates it. TensorFlow-free on purpose: the CPU kernel, the
+// The shape of one 2-D convolution gradient problem, and the functions that
+// derive and validate it. TensorFlow-free on purpose: the CPU kernel, the
 // OpKernels, a GPU path and stand-alone tests and benchmarks all share it.
 //
 // Names follow the forward convolution y = conv2d(x, filter): "input" is x
@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <string>
+#include <optional>
 #include <vector>
+
+#include "tf_custom_op/compute/status.h"
 
 namespace conv2d_transpose {
 
@@ -70,54 +72,65 @@ constexpr int64_t kMaxOutputBytes = int64_t{1} << 38;  // 256 GiB
 // (workspace sizes).
 int64_t CheckedProduct(std::initializer_list<int64_t> factors);
 
-// Checks that a tensor the caller is about to allocate (non-negative dims,
-// `element_bytes` each) stays within kMaxOutputBytes without overflowing.
-std::string CheckOutputSize(const char* label, const char* name,
-                            const std::vector<int64_t>& shape,
-                            int64_t element_bytes);
-
-// Checks the attributes alone (lengths, ranges, explicit padding rules).
-// Returns an empty string when they are valid, else the error message.
-// `unimplemented`, if given, is set when the error is a stride or dilation in
-// the batch or depth dimension: TensorFlow's kernels call that unimplemented,
-// not invalid.
-std::string ValidateConvAttrs(const ConvAttrs& attrs,
-                              bool* unimplemented = nullptr);
-
-// Resolves the `input_sizes` tensor of Conv2DBackpropInput into a full input
-// shape (data_format order). `input_sizes_dims` is that tensor's shape and
-// `input_sizes` its values; 2 values give only the spatial size, batch and
-// depth then come from out_backprop and the filter, as TensorFlow does.
-std::string ResolveInputSizes(const ConvAttrs& attrs,
-                              const std::vector<int64_t>& input_sizes_dims,
-                              const int32_t* input_sizes,
-                              const std::vector<int64_t>& filter_shape,
-                              const std::vector<int64_t>& out_backprop_shape,
-                              std::vector<int64_t>* input_shape);
-
-// Resolves the `filter_sizes` tensor of Conv2DBackpropFilter (1-D, 4
-// non-negative values) into the filter shape.
-std::string ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
-                               const int32_t* filter_sizes,
-                               std::vector<int64_t>* filter_shape);
+// Checks the attributes alone (lengths, ranges, explicit padding rules). A
+// stride or dilation in the batch or depth dimension is
+// StatusCode::kUnimplemented, as TensorFlow's kernels call it; every other
+// error is kInvalidArgument.
+Status ValidateConvAttrs(const ConvAttrs& attrs);
 
 // Derives and validates the problem from the three tensor shapes (input and
 // out_backprop in data_format order, filter as [rows, cols, in/groups, out]).
-// `label` prefixes messages, e.g. "Conv2DBackpropInput". The tensor the
-// caller will allocate must have passed CheckOutputSize first.
-std::string ComputeConvProblem(const char* label, const ConvAttrs& attrs,
-                               const std::vector<int64_t>& input_shape,
-                               const std::vector<int64_t>& filter_shape,
-                               const std::vector<int64_t>& out_backprop_shape,
-                               ConvProblem* problem);
+// `label` prefixes messages, e.g. "Conv2DBackpropInput". It needs no earlier
+// check: attributes, ranks, signs, element counts (each must fit in int64)
+// and the window rules are all checked here. The op kernels use
+// ValidateBackpropInput/Filter below instead, which also bound the size of
+// the tensor they allocate.
+Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
+                          const std::vector<int64_t>& input_shape,
+                          const std::vector<int64_t>& filter_shape,
+                          const std::vector<int64_t>& out_backprop_shape,
+                          ConvProblem* problem);
+
+// One validated call of a gradient op: the shape of the tensor it produces
+// and, when that tensor has elements, the problem to compute. An empty result
+// has nothing to compute and its problem is not derived, so the other shapes
+// are not checked against it: TensorFlow's default CPU kernels (oneDNN) return
+// such results the same way, and the Keras layer relies on it for some
+// output_padding choices.
+struct GradientCall {
+  std::vector<int64_t> output_shape;
+  std::optional<ConvProblem> problem;  // empty iff output_shape has no elements
+};
+
+// Every check of one Conv2DBackpropInput call, in the order TensorFlow
+// reports them: the `input_sizes` tensor (shape `input_sizes_dims`, values
+// `input_sizes`; 2 values give only the spatial size, batch and depth then
+// come from out_backprop and the filter, as TensorFlow does) resolved into
+// the output shape (data_format order), that output's size in bytes
+// (`element_bytes` each) against kMaxOutputBytes, then the problem.
+Status ValidateBackpropInput(const ConvAttrs& attrs,
+                             const std::vector<int64_t>& input_sizes_dims,
+                             const int32_t* input_sizes,
+                             const std::vector<int64_t>& filter_shape,
+                             const std::vector<int64_t>& out_backprop_shape,
+                             int64_t element_bytes, GradientCall* call);
+
+// The same for Conv2DBackpropFilter: `filter_sizes` (1-D, 4 non-negative
+// values) resolved into the output (filter) shape, its size, the problem.
+Status ValidateBackpropFilter(const ConvAttrs& attrs,
+                              const std::vector<int64_t>& input_shape,
+                              const std::vector<int64_t>& filter_sizes_dims,
+                              const int32_t* filter_sizes,
+                              const std::vector<int64_t>& out_backprop_shape,
+                              int64_t element_bytes, GradientCall* call);
 
 // One spatial dimension of a forward convolution, TensorFlow's rules: the
 // output size and the padding before/after for SAME/VALID/EXPLICIT.
-std::string WindowedOutputSize(int64_t input_size, int64_t filter_size,
-                               int64_t dilation, int64_t stride,
-                               Padding padding, int64_t explicit_before,
-                               int64_t explicit_after, int64_t* output_size,
-                               int64_t* pad_before, int64_t* pad_after);
+Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
+                          int64_t dilation, int64_t stride, Padding padding,
+                          int64_t explicit_before, int64_t explicit_after,
+                          int64_t* output_size, int64_t* pad_before,
+                          int64_t* pad_after);
 
 }  // namespace conv2d_transpose
 

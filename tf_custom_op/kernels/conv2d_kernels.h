@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
@@ -18,9 +19,24 @@ namespace conv2d_kernels {
 
 using conv2d_transpose::ConvAttrs;
 using conv2d_transpose::ConvProblem;
+using conv2d_transpose::GradientCall;
 // Device tags of the launchers (Eigen's device types, as TensorFlow uses).
 using CPUDevice = Eigen::ThreadPoolDevice;
 using GPUDevice = Eigen::GpuDevice;
+
+// A compute-layer status as TensorFlow's: same message, and the error class
+// its kind names.
+inline absl::Status ToStatus(const conv2d_transpose::Status& status) {
+  switch (status.code()) {
+    case conv2d_transpose::StatusCode::kOk:
+      return absl::OkStatus();
+    case conv2d_transpose::StatusCode::kUnimplemented:
+      return absl::UnimplementedError(status.message());
+    case conv2d_transpose::StatusCode::kInvalidArgument:
+      break;
+  }
+  return absl::InvalidArgumentError(status.message());
+}
 
 inline std::vector<int64_t> Dims(const TensorShape& shape) {
   std::vector<int64_t> dims;
@@ -57,12 +73,7 @@ inline absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) 
   } else {
     return absl::InvalidArgumentError("Invalid data format: " + data_format);
   }
-  bool unimplemented = false;
-  const std::string error =
-      conv2d_transpose::ValidateConvAttrs(*attrs, &unimplemented);
-  if (error.empty()) return absl::OkStatus();
-  return unimplemented ? absl::UnimplementedError(error)
-                       : absl::InvalidArgumentError(error);
+  return ToStatus(conv2d_transpose::ValidateConvAttrs(*attrs));
 }
 
 // Scratch memory from TensorFlow's allocator (64-byte aligned); null if none.
@@ -79,14 +90,9 @@ inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
   return absl::OkStatus();
 }
 
-inline absl::Status ToStatus(const std::string& error) {
-  return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
-}
-
-// Both kernels allocate their output as soon as its shape is known and return
-// when it has no elements, before the shapes are checked against each other,
-// as TensorFlow's default CPU kernels (oneDNN) do: there is nothing to compute
-// (the Keras layer makes such calls for some output_padding choices).
+// Both kernels validate the whole call first (the compute layer's
+// ValidateBackpropInput/Filter), then allocate the output; an empty output is
+// returned as it is (the call then has no problem: see GradientCall).
 inline absl::Status AllocateOutput(OpKernelContext* ctx,
                                    const std::vector<int64_t>& shape,
                                    Tensor** output) {
@@ -109,28 +115,20 @@ class Conv2DBackpropInputOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropInput";
     const Tensor& input_sizes = ctx->input(0);
     const Tensor& filter = ctx->input(1);
     const Tensor& out_backprop = ctx->input(2);
-    const std::vector<int64_t> filter_shape = Dims(filter.shape());
-    const std::vector<int64_t> out_backprop_shape = Dims(out_backprop.shape());
-    std::vector<int64_t> input_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveInputSizes(
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropInput(
                             attrs_, Dims(input_sizes.shape()),
-                            input_sizes.flat<int32>().data(), filter_shape,
-                            out_backprop_shape, &input_shape)));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "input", input_shape, sizeof(T))));
+                            input_sizes.flat<int32>().data(),
+                            Dims(filter.shape()), Dims(out_backprop.shape()),
+                            sizeof(T), &call)));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, input_shape, &output));
-    if (output->NumElements() == 0) return;
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, input_shape, filter_shape,
-                            out_backprop_shape, &problem)));
-    BackpropInputLauncher<Device, T>::Run(ctx, problem, filter, out_backprop,
-                                          output);
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, call.output_shape, &output));
+    if (!call.problem) return;
+    BackpropInputLauncher<Device, T>::Run(ctx, *call.problem, filter,
+                                          out_backprop, output);
   }
 
  private:
@@ -145,25 +143,20 @@ class Conv2DBackpropFilterOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropFilter";
     const Tensor& input = ctx->input(0);
     const Tensor& filter_sizes = ctx->input(1);
     const Tensor& out_backprop = ctx->input(2);
-    std::vector<int64_t> filter_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveFilterSizes(
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropFilter(
+                            attrs_, Dims(input.shape()),
                             Dims(filter_sizes.shape()),
-                            filter_sizes.flat<int32>().data(), &filter_shape)));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "filter", filter_shape, sizeof(T))));
+                            filter_sizes.flat<int32>().data(),
+                            Dims(out_backprop.shape()), sizeof(T), &call)));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, filter_shape, &output));
-    if (output->NumElements() == 0) return;
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, Dims(input.shape()), filter_shape,
-                            Dims(out_backprop.shape()), &problem)));
-    BackpropFilterLauncher<Device, T>::Run(ctx, problem, input, out_backprop,
-                                           output);
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, call.output_shape, &output));
+    if (!call.problem) return;
+    BackpropFilterLauncher<Device, T>::Run(ctx, *call.problem, input,
+                                           out_backprop, output);
   }
 
  private:

@@ -201,35 +201,22 @@ class Conv2DBackpropInputXlaOp : public XlaOpKernel {
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropInput";
     std::vector<int32_t> sizes;
     OP_REQUIRES_OK(ctx, ConstantSizes(ctx, 0, &sizes));
-    const std::vector<int64_t> filter_shape = Dims(ctx->InputShape(1));
-    const std::vector<int64_t> out_backprop_shape = Dims(ctx->InputShape(2));
-    std::vector<int64_t> input_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveInputSizes(
-                            attrs_, Dims(ctx->InputShape(0)), sizes.data(),
-                            filter_shape, out_backprop_shape, &input_shape)));
     xla::PrimitiveType type;
     OP_REQUIRES_OK(ctx, DataTypeToPrimitiveType(ctx->input_type(1), &type));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "input", input_shape,
-                            DataTypeSize(ctx->input_type(1)))));
-    if (TensorShape(absl::Span<const int64_t>(input_shape)).num_elements() ==
-        0) {
-      ctx->SetOutput(0, ZerosOf(ctx->builder(), type, input_shape));
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropInput(
+                            attrs_, Dims(ctx->InputShape(0)), sizes.data(),
+                            Dims(ctx->InputShape(1)), Dims(ctx->InputShape(2)),
+                            DataTypeSize(ctx->input_type(1)), &call)));
+    if (!call.problem || call.problem->filter_elements() == 0 ||
+        call.problem->out_backprop_elements() == 0) {
+      ctx->SetOutput(0, ZerosOf(ctx->builder(), type, call.output_shape));
       return;
     }
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, input_shape, filter_shape,
-                            out_backprop_shape, &problem)));
-    if (problem.filter_elements() == 0 ||
-        problem.out_backprop_elements() == 0) {
-      ctx->SetOutput(0, ZerosOf(ctx->builder(), type, input_shape));
-      return;
-    }
-    ctx->SetOutput(0, BackpropInputXla(ctx->Input(1), ctx->Input(2), problem));
+    ctx->SetOutput(
+        0, BackpropInputXla(ctx->Input(1), ctx->Input(2), *call.problem));
   }
 
  private:
@@ -244,32 +231,22 @@ class Conv2DBackpropFilterXlaOp : public XlaOpKernel {
   }
 
   void Compile(XlaOpKernelContext* ctx) override {
-    static constexpr char kLabel[] = "Conv2DBackpropFilter";
     std::vector<int32_t> sizes;
     OP_REQUIRES_OK(ctx, ConstantSizes(ctx, 1, &sizes));
-    std::vector<int64_t> filter_shape;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ResolveFilterSizes(
-                            Dims(ctx->InputShape(1)), sizes.data(),
-                            &filter_shape)));
     xla::PrimitiveType type;
     OP_REQUIRES_OK(ctx, DataTypeToPrimitiveType(ctx->input_type(0), &type));
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::CheckOutputSize(
-                            kLabel, "filter", filter_shape,
-                            DataTypeSize(ctx->input_type(0)))));
-    const xla::XlaOp zeros = ZerosOf(ctx->builder(), type, filter_shape);
-    if (TensorShape(absl::Span<const int64_t>(filter_shape)).num_elements() ==
-        0) {
-      ctx->SetOutput(0, zeros);
-      return;
-    }
-    ConvProblem problem;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ComputeConvProblem(
-                            kLabel, attrs_, Dims(ctx->InputShape(0)),
-                            filter_shape, Dims(ctx->InputShape(2)), &problem)));
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropFilter(
+                            attrs_, Dims(ctx->InputShape(0)),
+                            Dims(ctx->InputShape(1)), sizes.data(),
+                            Dims(ctx->InputShape(2)),
+                            DataTypeSize(ctx->input_type(0)), &call)));
     xla::XlaOp result;
-    if (problem.input_elements() == 0 || problem.out_backprop_elements() == 0 ||
-        !BackpropFilterXla(ctx->Input(0), ctx->Input(2), problem, &result)) {
-      result = zeros;
+    if (!call.problem || call.problem->input_elements() == 0 ||
+        call.problem->out_backprop_elements() == 0 ||
+        !BackpropFilterXla(ctx->Input(0), ctx->Input(2), *call.problem,
+                           &result)) {
+      result = ZerosOf(ctx->builder(), type, call.output_shape);
     }
     ctx->SetOutput(0, result);
   }

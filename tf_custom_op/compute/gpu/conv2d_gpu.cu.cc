@@ -4,28 +4,17 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "tf_custom_op/compute/accumulator.h"
 #include "tf_custom_op/compute/gpu/conv2d_gpu.h"
 
 namespace conv2d_transpose {
 namespace {
 
-template <typename T>
-struct Accumulator {
-  using type = T;
-};
-template <>
-struct Accumulator<__half> {
-  using type = float;
-};
-template <>
-struct Accumulator<__nv_bfloat16> {
-  using type = float;
-};
-template <>
-struct Accumulator<int32_t> {
-  using type = uint32_t;  // defined wrap-around, same bits as int32 sums
-};
+// CUDA's 16-bit floats sum in float, like Eigen's on the CPU (accumulator.h).
+static_assert(std::is_same_v<Accumulator<__half>::type, float>);
+static_assert(std::is_same_v<Accumulator<__nv_bfloat16>::type, float>);
 
 template <typename Acc, typename T>
 __device__ __forceinline__ Acc Load(const T* p) {

@@ -9,27 +9,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tf_custom_op/compute/accumulator.h"
+
 namespace conv2d_transpose {
 namespace cpu {
 
-// half and bfloat16 accumulate in float. int32 accumulates in uint32, whose
-// wrap-around is defined and gives the same bits as TensorFlow's int32 sums.
-template <typename T>
-struct Accumulator {
-  using type = T;
-};
-template <>
-struct Accumulator<Eigen::half> {
-  using type = float;
-};
-template <>
-struct Accumulator<Eigen::bfloat16> {
-  using type = float;
-};
-template <>
-struct Accumulator<int32_t> {
-  using type = uint32_t;
-};
+// The accumulation type of each element type (shared with the CUDA kernels).
+using ::conv2d_transpose::Accumulator;
 
 // The operands of one micro-kernel call: `rows` rows of x (one scalar per
 // channel k) times a packed panel w of `blocks` channel blocks of `block`
