@@ -1,16 +1,16 @@
-// Conv2DBackpropFilter on the CPU: dfilter[kh, kw, ci, co] is the sum over
-// batch and out_backprop pixels of input[pixel read by tap (kh, kw)][ci] *
-// out_backprop[pixel][co]. A chunk of out_backprop pixels is packed once into
-// channel blocks, and for each tap the input pixels it reads are gathered
-// into [pixel][ci] (zeros where the tap reads padding); each (chunk, tap,
-// group) is then one dense product acc[ci, co-block] += x_tap^T * dy_block
-// whose reduction runs over the whole chunk, done by the same register-blocked
-// micro-kernel as Conv2DBackpropInput.
+// Conv2DBackpropFilter on the CPU. dfilter[kh, kw, ci, co] adds up, over the
+// batch and every out_backprop pixel, input[pixel that tap (kh, kw) reads][ci]
+// * out_backprop[pixel][co]. The out_backprop pixels are taken a chunk at a
+// time: the chunk is packed once into blocks of out channels, and for each
+// tap the input values it reads are gathered into [pixel][ci], with zeros
+// where the tap reads padding. Each (chunk, tap, group) is then one dense
+// product, acc[ci, co block] += x_tap^T * dy_block, reduced over the chunk's
+// pixels by the same register-blocked micro-kernel as Conv2DBackpropInput.
 //
-// The reduction runs over batch * out_rows rows. They are cut into a number
-// of slices that depends on the problem only; each (slice, group) task sums
-// into its own partial buffer, and a last pass adds the slices in order. So
-// results are the same bits for any thread count.
+// The batch * out_rows rows of the reduction are split into slices whose
+// number depends on the problem alone (plan.h). Each task sums its rows of
+// one slice into that slice's partial buffer, and a final pass adds the
+// slices up in order, so the bits do not depend on the thread count.
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 
 #include <algorithm>
@@ -20,241 +20,272 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_custom_op/compute/cpu/kernel_calls.h"
+#include "tf_custom_op/compute/cpu/plan.h"
+#include "tf_custom_op/compute/cpu/tap_geometry.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace conv2d_transpose {
 namespace {
 
 using cpu::Accumulator;
-using cpu::SelectTapKernel;
-using cpu::TapKernel;
+using cpu::CpuFilterPlan;
+using cpu::Path;
 
-constexpr int64_t kMaxSlices = 16;
-// Partial sums may take this much memory, or one filter's worth if more: a
-// large filter is reduced in one slice (parallel over input channels).
-constexpr int64_t kPartialBudgetBytes = int64_t{2} << 20;
-// Tasks the work is cut into when the slices alone give fewer.
-constexpr int64_t kTargetTasks = 16;
-// Input channels per task at least, when they are split across tasks.
-constexpr int64_t kMinChannelsPerTask = 32;
-// Scratch (packed out_backprop + gathered input) per chunk, in elements.
-constexpr int64_t kChunkElements = int64_t{1} << 18;
+// ---------------------------------------------------------------------------
+// Operand gathers for one chunk of out_backprop rows (rows count batch x
+// out_rows: row r is image r / out_rows, row r % out_rows).
 
-struct Layout {
-  int64_t block;   // out channels per block (micro-kernel lanes)
-  int64_t blocks;  // blocks per group
-  int64_t lanes;   // blocks * block
-  int64_t slice_elements;  // partial sums of one slice: groups*rows*cols*cg*lanes
-  int64_t slices;
-  int64_t ci_chunk;   // input channels per task
-  int64_t ci_chunks;  // tasks per (slice, group)
-  bool depthwise;     // one in and one out channel per group, NHWC
-  bool direct;        // one slice whose layout is the output's: no partials
-
-  template <typename T, typename Acc>
-  static Layout For(const ConvProblem& p) {
-    Layout l;
-    const int64_t cog = p.out_depth_per_group();
-    const int64_t cg = p.filter_in_depth;
-    l.depthwise = cg == 1 && cog == 1 && p.groups > 1 && p.nhwc();
-    l.block = l.depthwise ? 1 : cpu::BlockWidth<Acc>(cog);
-    l.blocks = (cog + l.block - 1) / l.block;
-    l.lanes = l.blocks * l.block;
-    l.slice_elements = p.groups * p.filter_rows * p.filter_cols * cg * l.lanes;
-    const int64_t reduction_rows = std::max<int64_t>(p.batch * p.out_rows, 1);
-    const int64_t slice_bytes =
-        std::max<int64_t>(l.slice_elements * static_cast<int64_t>(sizeof(Acc)), 1);
-    l.slices = std::min({reduction_rows, kMaxSlices,
-                         std::max<int64_t>(1, kPartialBudgetBytes / slice_bytes)});
-    const int64_t wanted = (kTargetTasks + l.slices * p.groups - 1) / (l.slices * p.groups);
-    l.ci_chunks = l.depthwise ? 1
-                              : std::clamp<int64_t>(wanted, 1,
-                                                    std::max<int64_t>(1, cg / kMinChannelsPerTask));
-    l.ci_chunk = (cg + l.ci_chunks - 1) / l.ci_chunks;
-    l.ci_chunks = (cg + l.ci_chunk - 1) / l.ci_chunk;
-    l.direct = std::is_same_v<T, Acc> && l.slices == 1 && p.groups == 1 && l.lanes == cog;
-    return l;
+// packed[b][pixel][lane] = out_backprop[pixel of rows [r0, r1)][g*cog +
+// b*block + lane], zero past the group's channels.
+template <typename T, typename Acc>
+void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* out_backprop,
+                     int64_t r0, int64_t r1, int64_t g, Acc* packed) {
+  const int64_t cog = p.out_depth_per_group();
+  const int64_t plane = p.out_rows * p.out_cols;
+  const int64_t pixels = (r1 - r0) * p.out_cols;
+  const int64_t block = plan.block;
+  for (int64_t b = 0; b < plan.blocks; ++b) {
+    const int64_t width = std::min(block, cog - b * block);
+    const int64_t c0 = g * cog + b * block;
+    Acc* dst = packed + b * pixels * block;
+    if (p.nhwc()) {
+      const T* src = out_backprop + (r0 * p.out_cols) * p.out_depth + c0;
+      for (int64_t i = 0; i < pixels; ++i) {
+        cpu::ConvertRow(src + i * p.out_depth, width, dst + i * block);
+        std::fill(dst + i * block + width, dst + (i + 1) * block, Acc(0));
+      }
+      continue;
+    }
+    // NCHW: a channel's row is contiguous; the lanes are interleaved.
+    if (width < block) std::fill(dst, dst + pixels * block, Acc(0));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+      Acc* row = dst + (r - r0) * p.out_cols * block;
+      for (int64_t lane = 0; lane < width; ++lane) {
+        const T* src = out_backprop + (n * p.out_depth + c0 + lane) * plane + oh * p.out_cols;
+        for (int64_t ow = 0; ow < p.out_cols; ++ow) {
+          row[ow * block + lane] = static_cast<Acc>(src[ow]);
+        }
+      }
+    }
   }
+}
 
-  // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
-  // kChunkElements.
-  int64_t ChunkRows(const ConvProblem& p) const {
-    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + ci_chunk), 64, 4096);
-    return std::max<int64_t>(1, pixels / std::max<int64_t>(p.out_cols, 1));
+// packed[pixel][ci - ci0] = input[pixel that tap (kh, kw) reads for that
+// out_backprop pixel][g*cg + ci] for ci in [ci0, ci1); zero where the tap
+// reads padding.
+template <typename T, typename Acc>
+void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
+                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, Acc* packed) {
+  const int64_t cg = p.filter_in_depth;
+  const int64_t width = ci1 - ci0;
+  const int64_t plane = p.in_rows * p.in_cols;
+  const int64_t sw = p.stride_cols;
+  const cpu::InsideColumns cols = cpu::InsideColumnsFor(p, kw);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+    const int64_t h = cpu::InputRow(p, oh, kh);
+    Acc* row = packed + (r - r0) * p.out_cols * width;
+    if (h < 0 || h >= p.in_rows) {
+      std::fill(row, row + p.out_cols * width, Acc(0));
+      continue;
+    }
+    std::fill(row, row + cols.lo * width, Acc(0));
+    std::fill(row + cols.hi * width, row + p.out_cols * width, Acc(0));
+    if (p.nhwc()) {
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
+        const T* src = input +
+                       ((n * p.in_rows + h) * p.in_cols + ow * sw - cols.shift) * p.in_depth +
+                       g * cg + ci0;
+        cpu::ConvertRow(src, width, row + ow * width);
+      }
+    } else {
+      // NCHW: one channel plane at a time, its row walked with the stride.
+      for (int64_t ci = ci0; ci < ci1; ++ci) {
+        const T* src = input + (n * p.in_depth + g * cg + ci) * plane + h * p.in_cols - cols.shift;
+        for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
+          row[ow * width + ci - ci0] = static_cast<Acc>(src[ow * sw]);
+        }
+      }
+    }
   }
-};
+}
+
+// Two consecutive pixels' values as one word of bfloat16 halves, the even
+// pixel in the low half, zero past the last pixel: src is [pixel][width] of
+// bfloat16 values widened (exactly) to float, dst [pixel / 2][width].
+inline void InterleavePairs(const float* src, int64_t pixels, int64_t width, uint32_t* dst) {
+  for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
+    const float* even = src + 2 * q * width;
+    const bool has_odd = 2 * q + 1 < pixels;
+    for (int64_t c = 0; c < width; ++c) {
+      uint32_t lo, hi = 0;
+      __builtin_memcpy(&lo, even + c, sizeof(lo));
+      if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
+      dst[q * width + c] = (lo >> 16) | (hi & 0xffff0000u);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The generic and pair paths: tasks over (slice, group, input-channel chunk)
 
 template <typename T, typename Acc>
 class BackpropFilterTask {
  public:
-  BackpropFilterTask(const ConvProblem& p, const Layout& l, const T* input,
+  BackpropFilterTask(const ConvProblem& p, const CpuFilterPlan& plan, const T* input,
                      const T* out_backprop, Acc* partial)
       : p_(p),
-        l_(l),
+        plan_(plan),
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
-        tap_kernel_(SelectTapKernel<Acc>(l.block)),
-        pair_kernel_(PairKernel(l)) {}
+        tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
+        pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr) {}
 
-  int64_t num_tasks() const {
-    return l_.depthwise ? l_.slices : l_.slices * p_.groups * l_.ci_chunks;
-  }
-
-  int64_t cost_per_task() const {
-    const int64_t rows = p_.batch * p_.out_rows / l_.slices + 1;
-    return rows * p_.out_cols *
-           (2 * p_.filter_rows * p_.filter_cols * l_.ci_chunk * l_.lanes + l_.lanes);
-  }
-
-  // Task (slice, group, input-channel chunk): the slice's rows of the
-  // reduction for the chunk's rows of the filter, summed chunk after chunk of
-  // out_backprop rows, in order.
+  // Tasks [begin, end): slice-major, then group, then input-channel chunk.
   void Run(int64_t begin, int64_t end) const {
-    if (l_.depthwise) {
-      RunDepthwise(begin, end);
-      return;
+    const int64_t chunk_pixels = plan_.ChunkRows(p_) * p_.out_cols;
+    Scratch s;
+    s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+    s.x.resize(static_cast<size_t>(chunk_pixels * plan_.ci_chunk));
+    for (int64_t task = begin; task < end; ++task) RunTask(task, &s);
+  }
+
+ private:
+  // Buffers one Run reuses: the chunk's packed out_backprop and one tap's
+  // gathered input, and their pair-interleaved forms for the pair kernel.
+  struct Scratch {
+    std::vector<Acc> dy, x;
+    std::vector<uint32_t> pairs_dy, pairs_x;
+  };
+
+  // Task (slice, group, input-channel chunk): zeroes the chunk's rows of the
+  // group's partial sums, then adds the slice's out_backprop rows to them
+  // chunk after chunk, in order, tap by tap.
+  void RunTask(int64_t task, Scratch* s) const {
+    const int64_t cg = p_.filter_in_depth;
+    const int64_t chunk = task % plan_.ci_chunks;
+    const int64_t g = (task / plan_.ci_chunks) % p_.groups;
+    const int64_t slice = task / (plan_.ci_chunks * p_.groups);
+    const int64_t ci0 = chunk * plan_.ci_chunk;
+    const int64_t ci1 = std::min(cg, ci0 + plan_.ci_chunk);
+    Acc* acc = partial_ + slice * plan_.slice_elements + g * (plan_.slice_elements / p_.groups);
+    for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
+      Acc* rows_acc = acc + (tap * cg + ci0) * plan_.lanes;
+      std::fill(rows_acc, rows_acc + (ci1 - ci0) * plan_.lanes, Acc(0));
     }
     const int64_t rows = p_.batch * p_.out_rows;
-    const int64_t chunk_rows = l_.ChunkRows(p_);
-    const int64_t chunk_pixels = chunk_rows * p_.out_cols;
-    std::vector<Acc> packed_dy(static_cast<size_t>(chunk_pixels * l_.lanes));
-    std::vector<Acc> packed_x(static_cast<size_t>(chunk_pixels * l_.ci_chunk));
-    std::vector<uint32_t> pairs_x, pairs_dy;  // the pair kernel's operands
-    const int64_t cg = p_.filter_in_depth;
-    const int64_t group_elements = l_.slice_elements / p_.groups;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t chunk = task % l_.ci_chunks;
-      const int64_t g = (task / l_.ci_chunks) % p_.groups;
-      const int64_t slice = task / (l_.ci_chunks * p_.groups);
-      const int64_t ci0 = chunk * l_.ci_chunk;
-      const int64_t ci1 = std::min(cg, ci0 + l_.ci_chunk);
-      Acc* acc = partial_ + slice * l_.slice_elements + g * group_elements;
-      const int64_t taps = p_.filter_rows * p_.filter_cols;
-      for (int64_t tap = 0; tap < taps; ++tap) {
-        Acc* rows_acc = acc + (tap * cg + ci0) * l_.lanes;
-        std::fill(rows_acc, rows_acc + (ci1 - ci0) * l_.lanes, Acc(0));
-      }
-      const int64_t row_begin = slice * rows / l_.slices;
-      const int64_t row_end = (slice + 1) * rows / l_.slices;
-      for (int64_t r0 = row_begin; r0 < row_end; r0 += chunk_rows) {
-        const int64_t r1 = std::min(row_end, r0 + chunk_rows);
-        const int64_t pixels = (r1 - r0) * p_.out_cols;
-        PackOutBackprop(r0, r1, g, packed_dy.data());
-        for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-          for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-            PackInputForTap(r0, r1, g, kh, kw, ci0, ci1, packed_x.data());
-            Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * l_.lanes;
-            if (pair_kernel_ != nullptr) {
-              AccumulatePairs(packed_x.data(), packed_dy.data(), pixels, ci1 - ci0, &pairs_x,
-                              &pairs_dy, tap_acc, kh == 0 && kw == 0);
+    const int64_t chunk_rows = plan_.ChunkRows(p_);
+    const int64_t row_end = (slice + 1) * rows / plan_.slices;
+    for (int64_t r0 = slice * rows / plan_.slices; r0 < row_end; r0 += chunk_rows) {
+      const int64_t r1 = std::min(row_end, r0 + chunk_rows);
+      const int64_t pixels = (r1 - r0) * p_.out_cols;
+      PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->dy.data());
+      for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+        for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+          PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s->x.data());
+          Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * plan_.lanes;
+          if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+            if (plan_.path == Path::kBf16Pairs) {
+              AccumulatePairs(pixels, ci1 - ci0, kh == 0 && kw == 0, s, tap_acc);
               continue;
             }
-            // Rows: the chunk's input channels; reduction: its pixels.
-            cpu::TapOperands<Acc> o;
-            o.x = packed_x.data();
-            o.pixel_stride = 1;
-            o.channel_stride = ci1 - ci0;
-            o.channels = pixels;
-            o.w_block_stride = pixels * l_.block;
-            o.acc_stride = l_.lanes;
-            o.rows = o.run = ci1 - ci0;
-            o.x_line_stride = o.acc_line_stride = 0;
-            for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-              o.w = packed_dy.data() + b * pixels * l_.block;
-              o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
-              o.acc = tap_acc + b * l_.block;
-              tap_kernel_(o);
-            }
           }
+          AccumulateTap(pixels, ci1 - ci0, *s, tap_acc);
         }
       }
     }
   }
 
- private:
-  // The bfloat16 pair kernel when it applies (bfloat16, 16-lane blocks, a CPU
-  // with AVX512-BF16), else nullptr.
-  static cpu::Bf16PairKernel PairKernel(const Layout& l) {
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (l.block == 16 && !l.depthwise) return cpu::SelectBf16PairKernel();
-    }
-    return nullptr;
-  }
-
-  // Consecutive pixels' values two by two as one word of bfloat16 halves (low
-  // half: the even pixel; zero past the last pixel): src is [pixel][width]
-  // of exact bfloat16 values widened to float, dst [pixel / 2][width].
-  static void InterleavePairs(const Acc* src, int64_t pixels, int64_t width, uint32_t* dst) {
-    for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
-      const Acc* even = src + 2 * q * width;
-      const bool has_odd = 2 * q + 1 < pixels;
-      for (int64_t c = 0; c < width; ++c) {
-        uint32_t lo, hi = 0;
-        __builtin_memcpy(&lo, even + c, sizeof(lo));
-        if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
-        dst[q * width + c] = (lo >> 16) | (hi & 0xffff0000u);
-      }
-    }
-  }
-
-  // One tap of one chunk with the pair kernel: rows are the chunk's input
-  // channels, the reduction runs over pixel pairs. The out_backprop pairs are
-  // made once per chunk (on its first tap), the input's for every tap.
-  void AccumulatePairs(const Acc* x, const Acc* dy, int64_t pixels, int64_t width,
-                       std::vector<uint32_t>* pairs_x, std::vector<uint32_t>* pairs_dy,
-                       Acc* tap_acc, bool first_tap) const {
-    const int64_t pairs = (pixels + 1) / 2;
-    if (first_tap) {
-      pairs_dy->resize(static_cast<size_t>(l_.blocks * pairs * l_.block));
-      for (int64_t b = 0; b < l_.blocks; ++b) {
-        InterleavePairs(dy + b * pixels * l_.block, pixels, l_.block,
-                        pairs_dy->data() + b * pairs * l_.block);
-      }
-    }
-    pairs_x->resize(static_cast<size_t>(pairs * width));
-    InterleavePairs(x, pixels, width, pairs_x->data());
-    cpu::Bf16PairOperands o;
-    o.x = reinterpret_cast<const Eigen::bfloat16*>(pairs_x->data());
-    o.pixel_stride = 2;
-    o.pair_stride = 2 * width;
-    o.pairs = pairs;
-    o.w_block_stride = pairs * l_.block;
-    o.acc_stride = l_.lanes;
+  // One tap of one chunk: the micro-kernel's rows are the chunk's `width`
+  // input channels, its reduction runs over the chunk's pixels.
+  void AccumulateTap(int64_t pixels, int64_t width, const Scratch& s, Acc* tap_acc) const {
+    cpu::TapOperands<Acc> o;
+    o.x = s.x.data();
+    o.pixel_stride = 1;
+    cpu::GenericKernelCall<Acc>::SetReduction(pixels, width, &o);
+    o.w_block_stride = pixels * plan_.block;
+    o.acc_stride = plan_.lanes;
     o.rows = o.run = width;
     o.x_line_stride = o.acc_line_stride = 0;
-    for (int64_t b = 0; b < l_.blocks; b += cpu::kBlocksPerCall) {
-      o.w = pairs_dy->data() + b * pairs * l_.block;
-      o.blocks = std::min(cpu::kBlocksPerCall, l_.blocks - b);
-      o.acc = reinterpret_cast<float*>(tap_acc + b * l_.block);
-      pair_kernel_(o);
-    }
+    cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s.dy.data(), tap_acc,
+                        plan_.blocks, plan_.block, &o);
   }
 
-  // Depthwise (NHWC, one channel per group): partial[slice][tap][g], each
-  // out_backprop pixel's channels multiplied elementwise with the input
-  // pixel each tap reads, vectorised across the groups; pixels in order.
-  void RunDepthwise(int64_t begin, int64_t end) const {
+  // The same with the pair kernel, the reduction over pixel pairs. The
+  // out_backprop pairs are made on a chunk's first tap, the input's for
+  // every tap.
+  void AccumulatePairs(int64_t pixels, int64_t width, bool first_tap, Scratch* s,
+                       Acc* tap_acc) const {
+    const int64_t pairs = (pixels + 1) / 2;
+    if (first_tap) {
+      s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
+      for (int64_t b = 0; b < plan_.blocks; ++b) {
+        InterleavePairs(s->dy.data() + b * pixels * plan_.block, pixels, plan_.block,
+                        s->pairs_dy.data() + b * pairs * plan_.block);
+      }
+    }
+    s->pairs_x.resize(static_cast<size_t>(pairs * width));
+    InterleavePairs(s->x.data(), pixels, width, s->pairs_x.data());
+    cpu::Bf16PairOperands o;
+    o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
+    o.pixel_stride = 2;
+    cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * width, &o);
+    o.w_block_stride = pairs * plan_.block;
+    o.acc_stride = plan_.lanes;
+    o.rows = o.run = width;
+    o.x_line_stride = o.acc_line_stride = 0;
+    cpu::CallOverBlocks(cpu::Bf16PairKernelCall{pair_kernel_}, s->pairs_dy.data(),
+                        reinterpret_cast<float*>(tap_acc), plan_.blocks, plan_.block, &o);
+  }
+
+  const ConvProblem& p_;
+  const CpuFilterPlan plan_;
+  const T* input_;
+  const T* out_backprop_;
+  Acc* partial_;
+  const cpu::TapKernel<Acc> tap_kernel_;
+  const cpu::Bf16PairKernel pair_kernel_;
+};
+
+// ---------------------------------------------------------------------------
+// The depthwise path (NHWC, one channel per group): one task per slice
+
+// partial[slice][tap][g]: each out_backprop pixel's channels times those of
+// the input pixel each tap reads, elementwise across the groups, pixel after
+// pixel in order.
+template <typename T, typename Acc>
+class DepthwiseFilterTask {
+ public:
+  DepthwiseFilterTask(const ConvProblem& p, const CpuFilterPlan& plan, const T* input,
+                      const T* out_backprop, Acc* partial)
+      : p_(p), plan_(plan), input_(input), out_backprop_(out_backprop), partial_(partial) {}
+
+  // Slices [begin, end). Kept out of line: inlined into the std::function
+  // thunk, GCC 12 spills the inner loop's bound and runs ~7% more
+  // instructions.
+  __attribute__((noinline)) void Run(int64_t begin, int64_t end) const {
     const int64_t channels = p_.groups;
-    const int64_t taps = p_.filter_rows * p_.filter_cols;
     const int64_t rows = p_.batch * p_.out_rows;
     std::vector<Acc> x(static_cast<size_t>(channels)), dy(static_cast<size_t>(channels));
     for (int64_t slice = begin; slice < end; ++slice) {
-      Acc* acc = partial_ + slice * l_.slice_elements;
-      std::fill(acc, acc + taps * channels, Acc(0));
-      for (int64_t r = slice * rows / l_.slices; r < (slice + 1) * rows / l_.slices; ++r) {
+      Acc* acc = partial_ + slice * plan_.slice_elements;
+      std::fill(acc, acc + p_.filter_rows * p_.filter_cols * channels, Acc(0));
+      for (int64_t r = slice * rows / plan_.slices; r < (slice + 1) * rows / plan_.slices; ++r) {
         const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
         for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
           cpu::ConvertRow(out_backprop_ + ((n * p_.out_rows + oh) * p_.out_cols + ow) * channels,
                           channels, dy.data());
           for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-            const int64_t h = oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
+            const int64_t h = cpu::InputRow(p_, oh, kh);
             for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-              const int64_t w = ow * p_.stride_cols - p_.pad_left + kw * p_.dilation_cols;
+              const int64_t w = cpu::InputCol(p_, ow, kw);
               Acc* a = acc + (kh * p_.filter_cols + kw) * channels;
               if (h < 0 || h >= p_.in_rows || w < 0 || w >= p_.in_cols) {
-                // A tap on the padding adds 0 * dy, as the general path (and
-                // the definition) do: NaN where dy is not finite.
+                // Padding still adds 0 * dy, like the generic path and the
+                // definition: NaN where dy is not finite.
                 for (int64_t c = 0; c < channels; ++c) a[c] += Acc(0) * dy[c];
                 continue;
               }
@@ -272,99 +303,48 @@ class BackpropFilterTask {
     }
   }
 
-  // packed[b][p][lane] = out_backprop[pixel p of rows [r0, r1)][g*cog +
-  // b*block + lane], zero past the group's channels. Rows r count batch x
-  // out_rows.
-  void PackOutBackprop(int64_t r0, int64_t r1, int64_t g, Acc* packed) const {
-    const int64_t cog = p_.out_depth_per_group();
-    const int64_t plane = p_.out_rows * p_.out_cols;
-    const int64_t pixels = (r1 - r0) * p_.out_cols;
-    const int64_t block = l_.block;
-    for (int64_t b = 0; b < l_.blocks; ++b) {
-      const int64_t width = std::min(block, cog - b * block);
-      const int64_t c0 = g * cog + b * block;
-      Acc* dst = packed + b * pixels * block;
-      if (p_.nhwc()) {
-        const T* src = out_backprop_ + (r0 * p_.out_cols) * p_.out_depth + c0;
-        for (int64_t i = 0; i < pixels; ++i) {
-          cpu::ConvertRow(src + i * p_.out_depth, width, dst + i * block);
-          std::fill(dst + i * block + width, dst + (i + 1) * block, Acc(0));
-        }
-        continue;
-      }
-      // NCHW: each channel's rows are contiguous; lanes are interleaved.
-      if (width < block) std::fill(dst, dst + pixels * block, Acc(0));
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-        Acc* row = dst + (r - r0) * p_.out_cols * block;
-        for (int64_t lane = 0; lane < width; ++lane) {
-          const T* src = out_backprop_ + (n * p_.out_depth + c0 + lane) * plane + oh * p_.out_cols;
-          for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
-            row[ow * block + lane] = static_cast<Acc>(src[ow]);
-          }
-        }
-      }
-    }
-  }
-
-  // packed[p][ci - ci0] = input[pixel that tap (kh, kw) reads for
-  // out_backprop pixel p][g*cg + ci] for ci in [ci0, ci1), zero where it
-  // reads padding.
-  void PackInputForTap(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t ci0,
-                       int64_t ci1, Acc* packed) const {
-    const int64_t cg = p_.filter_in_depth;
-    const int64_t width = ci1 - ci0;
-    const int64_t plane = p_.in_rows * p_.in_cols;
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-      const int64_t h =
-          oh * p_.stride_rows - p_.pad_top + kh * p_.dilation_rows;
-      Acc* row = packed + (r - r0) * p_.out_cols * width;
-      if (h < 0 || h >= p_.in_rows) {
-        std::fill(row, row + p_.out_cols * width, Acc(0));
-        continue;
-      }
-      // Columns ow whose tap reads w = ow*sw - pad_left + kw*dilation inside
-      // the input; the others read padding.
-      const int64_t sw = p_.stride_cols;
-      const int64_t shift = p_.pad_left - kw * p_.dilation_cols;
-      const int64_t ow_lo =
-          std::min(p_.out_cols, shift <= 0 ? 0 : (shift + sw - 1) / sw);
-      const int64_t last = p_.in_cols - 1 + shift;
-      const int64_t ow_hi =
-          last < 0 ? ow_lo : std::max(ow_lo, std::min(p_.out_cols, last / sw + 1));
-      std::fill(row, row + ow_lo * width, Acc(0));
-      std::fill(row + ow_hi * width, row + p_.out_cols * width, Acc(0));
-      if (p_.nhwc()) {
-        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-          const T* src = input_ +
-                         ((n * p_.in_rows + h) * p_.in_cols + ow * sw - shift) *
-                             p_.in_depth +
-                         g * cg + ci0;
-          cpu::ConvertRow(src, width, row + ow * width);
-        }
-      } else {
-        // Channel-major reads: each input row is walked with the column
-        // stride, one channel plane at a time.
-        for (int64_t ci = ci0; ci < ci1; ++ci) {
-          const T* src = input_ + (n * p_.in_depth + g * cg + ci) * plane +
-                         h * p_.in_cols - shift;
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-            row[ow * width + ci - ci0] = static_cast<Acc>(src[ow * sw]);
-          }
-        }
-      }
-    }
-  }
-
+ private:
   const ConvProblem& p_;
-  const Layout l_;
+  const CpuFilterPlan plan_;
   const T* input_;
   const T* out_backprop_;
   Acc* partial_;
-  const TapKernel<Acc> tap_kernel_;
-  const cpu::Bf16PairKernel pair_kernel_;
 };
+
+// ---------------------------------------------------------------------------
+// The final pass: filter_backprop = the slices' partial sums, added in order
+
+// Filter rows [begin, end) of [tap][ci] (out channels last). A whole row of
+// out channels is summed at a time, slice after slice, so that the loops run
+// over contiguous memory; per element the slices still go in order.
+template <typename T, typename Acc>
+void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* partial,
+               T* filter_backprop, int64_t begin, int64_t end) {
+  const bool depthwise = plan.path == Path::kDepthwise;
+  const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
+  const int64_t group_elements = plan.slice_elements / p.groups;
+  std::vector<Acc> sum(static_cast<size_t>(depthwise ? p.groups : cog));
+  // out[i] = the sum over slices of src[i + s * slice_elements], i < count.
+  const auto sum_into = [&](const Acc* src, int64_t count, T* out) {
+    std::copy(src, src + count, sum.begin());
+    for (int64_t s = 1; s < plan.slices; ++s) {
+      const Acc* slice = src + s * plan.slice_elements;
+      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i];
+    }
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(sum[i]);
+  };
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t tap = unit / cg, ci = unit % cg;
+    T* out = filter_backprop + unit * p.out_depth;
+    if (depthwise) {  // partial[slice][tap][g]
+      sum_into(partial + tap * p.groups, p.groups, out);
+      continue;
+    }
+    for (int64_t g = 0; g < p.groups; ++g) {
+      sum_into(partial + g * group_elements + (tap * cg + ci) * plan.lanes, cog, out + g * cog);
+    }
+  }
+}
 
 // With an empty input every tap of every out_backprop pixel reads padding:
 // each filter element is a sum of 0 * dy over its out channel, which is 0,
@@ -388,7 +368,9 @@ void EmptyInputFilterGradient(const ConvProblem& p, const T* out_backprop, T* fi
     const int64_t rows = p.filter_elements() / p.out_depth;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < p.out_depth; ++c) {
-        if (nan[c]) filter_backprop[r * p.out_depth + c] = T(std::numeric_limits<float>::quiet_NaN());
+        if (nan[c]) {
+          filter_backprop[r * p.out_depth + c] = T(std::numeric_limits<float>::quiet_NaN());
+        }
       }
     }
   }
@@ -398,83 +380,42 @@ void EmptyInputFilterGradient(const ConvProblem& p, const T* out_backprop, T* fi
 
 template <typename T>
 int64_t Conv2DBackpropFilterCpuWorkspaceBytes(const ConvProblem& p) {
-  using Acc = typename Accumulator<T>::type;
-  if (p.filter_elements() == 0 || p.input_elements() == 0 ||
-      p.out_backprop_elements() == 0) {
-    return 0;
-  }
-  const Layout l = Layout::For<T, Acc>(p);
-  if (l.direct) return 0;
-  return CheckedProduct({static_cast<int64_t>(sizeof(Acc)), l.slices, l.slice_elements});
+  return cpu::PlanCpuBackpropFilter<T>(p, cpu::IsaFacts::Chosen()).workspace_bytes;
 }
 
 template <typename T>
-void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input,
-                             const T* out_backprop, T* filter_backprop,
-                             void* workspace, const ParallelFor& parallel_for) {
+void Conv2DBackpropFilterCpu(const ConvProblem& p, const T* input, const T* out_backprop,
+                             T* filter_backprop, void* workspace, const ParallelFor& parallel_for) {
   using Acc = typename Accumulator<T>::type;
-  if (p.filter_elements() == 0) return;
-  if (p.input_elements() == 0 || p.out_backprop_elements() == 0) {
+  const CpuFilterPlan plan = cpu::PlanCpuBackpropFilter<T>(p, cpu::IsaFacts::Chosen());
+  if (plan.path == Path::kNothing) return;
+  if (plan.path == Path::kZeros) {
     std::fill(filter_backprop, filter_backprop + p.filter_elements(), T(0));
     if (p.out_backprop_elements() != 0) EmptyInputFilterGradient(p, out_backprop, filter_backprop);
     return;
   }
-  const Layout layout = Layout::For<T, Acc>(p);
-  // With one slice in the output's own layout, the tasks sum straight into
-  // the output (T is Acc then): no partial buffer, no final pass.
-  Acc* partial = layout.direct ? reinterpret_cast<Acc*>(filter_backprop)
-                               : static_cast<Acc*>(workspace);
-  const BackpropFilterTask<T, Acc> task(p, layout, input, out_backprop,
-                                        partial);
-  parallel_for(task.num_tasks(), task.cost_per_task(),
-               [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
-  if (layout.direct) return;
-
-  // filter_backprop[kh][kw][ci][g*cog + co] = sum over slices, in order.
-  const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
-  const int64_t taps = p.filter_rows * p.filter_cols;
-  const int64_t group_elements = layout.slice_elements / p.groups;
-  parallel_for(
-      taps * cg, layout.slices * p.out_depth * 2,
-      [&](int64_t begin, int64_t end) {
-        // Whole rows of out channels at a time, slice after slice, so the
-        // loops run over contiguous memory; per element the slices are still
-        // added in order.
-        std::vector<Acc> sum(static_cast<size_t>(layout.depthwise ? p.groups : cog));
-        for (int64_t unit = begin; unit < end; ++unit) {
-          const int64_t tap = unit / cg, ci = unit % cg;
-          T* out = filter_backprop + unit * p.out_depth;
-          if (layout.depthwise) {  // partial[slice][tap][g]
-            const Acc* src = partial + tap * p.groups;
-            std::copy(src, src + p.groups, sum.begin());
-            for (int64_t s = 1; s < layout.slices; ++s) {
-              const Acc* slice = src + s * layout.slice_elements;
-              for (int64_t g = 0; g < p.groups; ++g) sum[g] += slice[g];
-            }
-            for (int64_t g = 0; g < p.groups; ++g) out[g] = static_cast<T>(sum[g]);
-            continue;
-          }
-          for (int64_t g = 0; g < p.groups; ++g) {
-            const Acc* src = partial + g * group_elements +
-                             (tap * cg + ci) * layout.lanes;
-            std::copy(src, src + cog, sum.begin());
-            for (int64_t s = 1; s < layout.slices; ++s) {
-              const Acc* slice = src + s * layout.slice_elements;
-              for (int64_t co = 0; co < cog; ++co) sum[co] += slice[co];
-            }
-            for (int64_t co = 0; co < cog; ++co) {
-              out[g * cog + co] = static_cast<T>(sum[co]);
-            }
-          }
-        }
-      });
+  // Direct plans sum straight into the output (T is Acc then).
+  Acc* partial =
+      plan.direct ? reinterpret_cast<Acc*>(filter_backprop) : static_cast<Acc*>(workspace);
+  if (plan.path == Path::kDepthwise) {
+    const DepthwiseFilterTask<T, Acc> task(p, plan, input, out_backprop, partial);
+    parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
+                 [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
+  } else {
+    const BackpropFilterTask<T, Acc> task(p, plan, input, out_backprop, partial);
+    parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
+                 [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
+  }
+  if (plan.direct) return;
+  parallel_for(p.filter_rows * p.filter_cols * p.filter_in_depth, plan.slices * p.out_depth * 2,
+               [&](int64_t begin, int64_t end) {
+                 SumSlices(p, plan, static_cast<const Acc*>(partial), filter_backprop, begin, end);
+               });
 }
 
-#define INSTANTIATE(T)                                                    \
-  template int64_t Conv2DBackpropFilterCpuWorkspaceBytes<T>(              \
-      const ConvProblem&);                                                \
-  template void Conv2DBackpropFilterCpu<T>(const ConvProblem&, const T*,  \
-                                           const T*, T*, void*,           \
+#define INSTANTIATE(T)                                                                        \
+  template int64_t Conv2DBackpropFilterCpuWorkspaceBytes<T>(const ConvProblem&);              \
+  template void Conv2DBackpropFilterCpu<T>(const ConvProblem&, const T*, const T*, T*, void*, \
                                            const ParallelFor&);
 INSTANTIATE(float)
 INSTANTIATE(double)

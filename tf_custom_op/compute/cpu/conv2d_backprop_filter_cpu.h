@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"  // ParallelFor
 #include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/cpu/parallel.h"
 
 namespace conv2d_transpose {
 
@@ -24,9 +24,8 @@ int64_t Conv2DBackpropFilterCpuWorkspaceBytes(const ConvProblem& problem);
 // split into slices fixed by the problem alone and summed in a fixed order,
 // whatever the thread count; no atomics.
 template <typename T>
-void Conv2DBackpropFilterCpu(const ConvProblem& problem, const T* input,
-                             const T* out_backprop, T* filter_backprop,
-                             void* workspace, const ParallelFor& parallel_for);
+void Conv2DBackpropFilterCpu(const ConvProblem& problem, const T* input, const T* out_backprop,
+                             T* filter_backprop, void* workspace, const ParallelFor& parallel_for);
 
 }  // namespace conv2d_transpose
 

@@ -9,13 +9,13 @@
 namespace conv2d_transpose {
 namespace cpu {
 
-#define DECLARE_ISA(isa)                     \
-  namespace isa {                            \
-  template <typename Acc>                    \
-  TapKernel<Acc> SelectTapKernel(int64_t);   \
-  template <typename T>                      \
-  WidenKernel<T> SelectWidenKernel();        \
-  Bf16PairKernel SelectBf16PairKernel();     \
+#define DECLARE_ISA(isa)                   \
+  namespace isa {                          \
+  template <typename Acc>                  \
+  TapKernel<Acc> SelectTapKernel(int64_t); \
+  template <typename T>                    \
+  WidenKernel<T> SelectWidenKernel();      \
+  Bf16PairKernel SelectBf16PairKernel();   \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
@@ -127,15 +127,12 @@ template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
 // The tests' way past Chosen() (ukernel_table.h); the choice above does not
 // use it.
 const UkernelTable* UkernelTableFor(const char* isa) {
-#define ISA_TABLE(name, id)                   \
-  {#name,                                     \
-   Supported(id),                             \
-   &name::SelectTapKernel<float>,             \
-   &name::SelectTapKernel<double>,            \
-   &name::SelectTapKernel<uint32_t>,          \
-   &name::SelectBf16PairKernel,               \
-   &name::SelectWidenKernel<Eigen::half>,     \
-   &name::SelectWidenKernel<Eigen::bfloat16>}
+#define ISA_TABLE(name, id)                                                              \
+  {                                                                                      \
+    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>, \
+        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                   \
+        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16> \
+  }
   static const UkernelTable tables[] = {
       ISA_TABLE(generic, Isa::kGeneric),
       ISA_TABLE(avx2, Isa::kAvx2),

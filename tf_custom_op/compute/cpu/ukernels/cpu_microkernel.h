@@ -4,7 +4,6 @@
 #define TF_CONV2D_TRANSPOSE_CPU_MICROKERNEL_H_
 
 #include <Eigen/Core>  // Eigen::half and Eigen::bfloat16 (TensorFlow's types)
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>

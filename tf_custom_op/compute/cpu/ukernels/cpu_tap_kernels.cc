@@ -46,9 +46,7 @@ inline float HalfToFloat(uint16_t h) {
 #endif
 }
 
-inline float BfloatToFloat(uint16_t b) {
-  return FloatFromBits(static_cast<uint32_t>(b) << 16);
-}
+inline float BfloatToFloat(uint16_t b) { return FloatFromBits(static_cast<uint32_t>(b) << 16); }
 
 // Register tiles for this instruction set. A channel block is held as
 // kBlock / lanes native vectors ("parts": one 512-bit register per 16-float

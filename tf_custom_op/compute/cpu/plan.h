@@ -1,0 +1,253 @@
+// How the CPU kernels will compute a problem, decided in one place per op.
+//
+// PlanCpuBackpropInput and PlanCpuBackpropFilter turn a validated problem
+// and the micro-kernel the CPU runs into a plain plan: which accumulation
+// path is taken, how channels are blocked, how the work is tiled or sliced,
+// and how much scratch memory that needs. The workspace-size functions and the
+// compute functions both read the same plan, so the buffer the caller
+// allocates always matches what the computation writes into.
+//
+// Internal to the compute layer.
+#ifndef TF_CONV2D_TRANSPOSE_COMPUTE_CPU_PLAN_H_
+#define TF_CONV2D_TRANSPOSE_COMPUTE_CPU_PLAN_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
+
+namespace conv2d_transpose {
+namespace cpu {
+
+// What the chosen instruction set offers that changes a plan (the rest of
+// the ISA choice only swaps one micro-kernel for another of the same shape).
+struct IsaFacts {
+  bool bf16_pairs;  // the AVX512-BF16 pair kernel exists
+
+  static IsaFacts Chosen() { return {SelectBf16PairKernel() != nullptr}; }
+};
+
+// The ways a gradient can be computed. kNothing and kZeros cover empty
+// tensors; the other three are real accumulation strategies.
+enum class Path {
+  kNothing,    // the result has no elements
+  kZeros,      // the reduction is empty: the result is all zeros (the
+               // filter gradient may also carry NaNs, see its .cc)
+  kGeneric,    // the register-blocked micro-kernel over channel blocks
+  kBf16Pairs,  // bfloat16 operands two at a time (VDPBF16PS)
+  kDepthwise,  // one channel per group: elementwise across the groups
+};
+
+// Whether a layout constraint applies to the depthwise test below.
+enum class DepthwiseLayout {
+  kAnyLayout,  // the caller's depthwise code reads channel-last copies
+  kNhwcOnly,   // the caller's depthwise code reads the tensors in place
+};
+
+// A depthwise problem: more than one group, each with one input and one
+// output channel. The two ops differ only in the layouts their depthwise code
+// handles: the input gradient converts out_backprop into channel-last panels
+// before accumulating, so any data format works; the filter gradient walks
+// input and out_backprop as stored and needs channels last (an NCHW
+// depthwise filter gradient takes the generic path).
+inline bool IsDepthwise(const ConvProblem& p, DepthwiseLayout layout) {
+  return p.filter_in_depth == 1 && p.out_depth_per_group() == 1 && p.groups > 1 &&
+         (layout == DepthwiseLayout::kAnyLayout || p.nhwc());
+}
+
+// Whether memory holding A values can be read as B values as it is: the same
+// type, or int32 data read as its uint32 accumulator.
+template <typename A, typename B>
+constexpr bool kSameBits =
+    std::is_same_v<A, B> || (std::is_same_v<A, int32_t> && std::is_same_v<B, uint32_t>);
+
+// ---------------------------------------------------------------------------
+// Conv2DBackpropInput
+
+// Accumulators per tile: a tile of output rows x columns is small enough to
+// stay in L2 while every packed filter block is applied to all of its rows.
+constexpr int64_t kInputTileElements = 65536;
+
+struct CpuInputPlan {
+  Path path;
+  // A group's input channels are cut into `blocks` blocks of `block` lanes
+  // (1, 4, 8 or 16: the micro-kernel's vector width), the last one padded
+  // with zeros. Each output pixel has row_length = groups * blocks * block
+  // accumulators.
+  int64_t block, blocks, row_length;
+  // Output rows and columns per tile, and tiles per image down and across.
+  // Each tile of each image is one parallel task.
+  int64_t tile_rows, tile_cols, row_tiles, col_tiles;
+  // The accumulators are the output tensor itself (same type, channels
+  // last, no padded lanes): no separate tile and no store pass.
+  bool accumulate_in_place;
+  // The micro-kernel reads out_backprop where it lies (channels last, in the
+  // type it takes) instead of from a converted panel.
+  bool read_dy_in_place;
+  // The packed filter, in the accumulation type. The pair layout takes half
+  // of that and fits. Sized whenever the filter has elements, even if the
+  // path then has nothing to pack (the size callers always got).
+  int64_t workspace_bytes;
+
+  int64_t num_tasks(const ConvProblem& p) const { return p.batch * row_tiles * col_tiles; }
+
+  // A rough cycle count per tile, for the pool's sharding.
+  int64_t cost_per_task(const ConvProblem& p) const {
+    const int64_t taps =
+        std::max<int64_t>(1, p.filter_rows * p.filter_cols / (p.stride_rows * p.stride_cols));
+    return tile_rows * tile_cols * (row_length * (2 * p.out_depth_per_group() * taps + 2));
+  }
+};
+
+// The plan for Conv2DBackpropInput<T> on `p`. Empty tensors first, then
+// depthwise before the pair kernel (which never takes depthwise problems).
+template <typename T>
+CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
+  using Acc = typename Accumulator<T>::type;
+  CpuInputPlan plan{};
+  const int64_t cg = p.filter_in_depth;
+  const int64_t cog = p.out_depth_per_group();
+  plan.block = BlockWidth<Acc>(cg);
+  plan.blocks = (cg + plan.block - 1) / plan.block;
+  plan.row_length = p.groups * plan.blocks * plan.block;
+  const int64_t row_length = std::max<int64_t>(plan.row_length, 1);
+  plan.tile_cols =
+      std::clamp<int64_t>(kInputTileElements / row_length, 1, std::max<int64_t>(p.in_cols, 1));
+  plan.tile_rows = std::clamp<int64_t>(kInputTileElements / (plan.tile_cols * row_length), 1,
+                                       std::max<int64_t>(p.in_rows, 1));
+  // Rounded up without forming in_cols + tile_cols, which could overflow
+  // for the huge sides an empty batch or depth allows.
+  plan.col_tiles = p.in_cols / plan.tile_cols + (p.in_cols % plan.tile_cols != 0);
+  plan.row_tiles = p.in_rows / plan.tile_rows + (p.in_rows % plan.tile_rows != 0);
+  plan.workspace_bytes =
+      p.filter_elements() == 0
+          ? 0
+          : CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.groups, p.filter_rows,
+                            p.filter_cols, plan.blocks, plan.block, cog});
+
+  if (p.input_elements() == 0) {
+    plan.path = Path::kNothing;
+  } else if (p.filter_elements() == 0 || p.out_backprop_elements() == 0) {
+    plan.path = Path::kZeros;
+  } else if (IsDepthwise(p, DepthwiseLayout::kAnyLayout)) {
+    plan.path = Path::kDepthwise;
+  } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16 &&
+             cog % 2 == 0) {
+    plan.path = Path::kBf16Pairs;
+  } else {
+    plan.path = Path::kGeneric;
+  }
+  plan.accumulate_in_place = std::is_same_v<T, Acc> && p.nhwc() && plan.row_length == p.in_depth;
+  // The pair kernel takes T (bfloat16) itself; the others take Acc.
+  plan.read_dy_in_place = p.nhwc() && (plan.path == Path::kBf16Pairs || kSameBits<T, Acc>);
+  return plan;
+}
+
+// ---------------------------------------------------------------------------
+// Conv2DBackpropFilter
+
+// At most this many slices of the batch x rows reduction.
+constexpr int64_t kMaxFilterSlices = 16;
+// Partial sums may take this much memory, or one filter's worth if more: a
+// large filter is reduced in one slice (parallel over input channels).
+constexpr int64_t kPartialBudgetBytes = int64_t{2} << 20;
+// Tasks the work is cut into when the slices alone give fewer.
+constexpr int64_t kTargetFilterTasks = 16;
+// Input channels per task at least, when they are split across tasks.
+constexpr int64_t kMinChannelsPerTask = 32;
+// Scratch (packed out_backprop + gathered input) per chunk, in elements.
+constexpr int64_t kChunkElements = int64_t{1} << 18;
+
+struct CpuFilterPlan {
+  Path path;
+  // A group's output channels in `blocks` blocks of `block` lanes; `lanes`
+  // = blocks * block accumulators per (tap, input channel).
+  int64_t block, blocks, lanes;
+  // Partial sums of one slice: groups * rows * cols * cg * lanes.
+  int64_t slice_elements;
+  // The batch x out_rows reduction is cut into `slices`, each summed into
+  // its own partial buffer; a final pass adds them in order.
+  int64_t slices;
+  // Input channels of a group per task, and tasks per (slice, group).
+  int64_t ci_chunk, ci_chunks;
+  // One slice already in the output's layout and type: the tasks sum
+  // straight into filter_backprop, with no partials and no final pass.
+  bool direct;
+  // The partial sums, in the accumulation type (0 when direct or empty).
+  int64_t workspace_bytes;
+
+  // Tasks of the parallel pass: one per slice for depthwise problems, else
+  // one per (slice, group, input-channel chunk).
+  int64_t num_tasks(const ConvProblem& p) const {
+    return path == Path::kDepthwise ? slices : slices * p.groups * ci_chunks;
+  }
+
+  // A rough cycle count per task, for the pool's sharding.
+  int64_t cost_per_task(const ConvProblem& p) const {
+    const int64_t rows = p.batch * p.out_rows / slices + 1;
+    return rows * p.out_cols * (2 * p.filter_rows * p.filter_cols * ci_chunk * lanes + lanes);
+  }
+
+  // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
+  // kChunkElements.
+  int64_t ChunkRows(const ConvProblem& p) const {
+    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + ci_chunk), 64, 4096);
+    return std::max<int64_t>(1, pixels / std::max<int64_t>(p.out_cols, 1));
+  }
+};
+
+// The plan for Conv2DBackpropFilter<T> on `p`. Empty tensors need no blocking
+// or slicing, and get no workspace.
+template <typename T>
+CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
+  using Acc = typename Accumulator<T>::type;
+  CpuFilterPlan plan{};
+  if (p.filter_elements() == 0) {
+    plan.path = Path::kNothing;
+    return plan;
+  }
+  if (p.input_elements() == 0 || p.out_backprop_elements() == 0) {
+    plan.path = Path::kZeros;
+    return plan;
+  }
+  const int64_t cog = p.out_depth_per_group();
+  const int64_t cg = p.filter_in_depth;
+  const bool depthwise = IsDepthwise(p, DepthwiseLayout::kNhwcOnly);
+  plan.block = depthwise ? 1 : BlockWidth<Acc>(cog);
+  plan.blocks = (cog + plan.block - 1) / plan.block;
+  plan.lanes = plan.blocks * plan.block;
+  plan.slice_elements = p.groups * p.filter_rows * p.filter_cols * cg * plan.lanes;
+  const int64_t reduction_rows = std::max<int64_t>(p.batch * p.out_rows, 1);
+  const int64_t slice_bytes =
+      std::max<int64_t>(plan.slice_elements * static_cast<int64_t>(sizeof(Acc)), 1);
+  plan.slices = std::min(
+      {reduction_rows, kMaxFilterSlices, std::max<int64_t>(1, kPartialBudgetBytes / slice_bytes)});
+  const int64_t wanted =
+      (kTargetFilterTasks + plan.slices * p.groups - 1) / (plan.slices * p.groups);
+  plan.ci_chunks =
+      depthwise ? 1
+                : std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, cg / kMinChannelsPerTask));
+  plan.ci_chunk = (cg + plan.ci_chunks - 1) / plan.ci_chunks;
+  plan.ci_chunks = (cg + plan.ci_chunk - 1) / plan.ci_chunk;
+  plan.direct = std::is_same_v<T, Acc> && plan.slices == 1 && p.groups == 1 && plan.lanes == cog;
+
+  if (depthwise) {
+    plan.path = Path::kDepthwise;
+  } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
+    plan.path = Path::kBf16Pairs;
+  } else {
+    plan.path = Path::kGeneric;
+  }
+  plan.workspace_bytes =
+      plan.direct
+          ? 0
+          : CheckedProduct({static_cast<int64_t>(sizeof(Acc)), plan.slices, plan.slice_elements});
+  return plan;
+}
+
+}  // namespace cpu
+}  // namespace conv2d_transpose
+
+#endif  // TF_CONV2D_TRANSPOSE_COMPUTE_CPU_PLAN_H_

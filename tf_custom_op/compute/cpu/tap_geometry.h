@@ -1,0 +1,129 @@
+// Which output and out_backprop positions a filter tap connects, in the
+// terms of the forward convolution: out_backprop pixel (oh, ow) reads input
+// pixel (oh*stride - pad + kh*dilation, ow*stride - pad + kw*dilation)
+// through tap (kh, kw), or padding when that lies outside the input.
+//
+// The input gradient walks this backwards, from a tile of input pixels to the
+// taps and out_backprop pixels that reach it; the filter gradient forwards,
+// from out_backprop pixels to the input pixels each tap reads. Integer
+// arithmetic only. Internal to the compute layer.
+#ifndef TF_CONV2D_TRANSPOSE_COMPUTE_CPU_TAP_GEOMETRY_H_
+#define TF_CONV2D_TRANSPOSE_COMPUTE_CPU_TAP_GEOMETRY_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tf_custom_op/compute/conv2d_problem.h"
+
+namespace conv2d_transpose {
+namespace cpu {
+
+// Division rounding toward minus and plus infinity (b > 0).
+inline int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+inline int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+
+// A block of input-gradient pixels: rows [h_begin, h_end) x columns
+// [w_begin, w_end) of image n.
+struct TileRegion {
+  int64_t n, h_begin, h_end, w_begin, w_end;
+};
+
+// The positions i in [begin, end) for which i + shift is a multiple of
+// `stride` within [0, (count - 1) * stride]. They are i0, i0 + stride, ...
+// (`n` of them), and i reads out_backprop position (i + shift) / stride,
+// which runs first, first + 1, ...
+struct StridedRange {
+  int64_t i0, first, n;
+};
+
+// Fills *range and returns true when there is at least one such position.
+inline bool StrideRun(int64_t begin, int64_t end, int64_t shift, int64_t stride, int64_t count,
+                      StridedRange* range) {
+  int64_t lo = std::max<int64_t>(begin + shift, 0);
+  lo = (lo + stride - 1) / stride * stride;
+  const int64_t hi = std::min(end - 1 + shift, (count - 1) * stride);
+  if (hi < lo) return false;
+  *range = {lo - shift, lo / stride, (hi - lo) / stride + 1};
+  return true;
+}
+
+// What tap (kh, kw) contributes to a tile: `lines` output rows (every
+// stride_rows-th, from the first) of `run` output columns (every
+// stride_cols-th), fed by out_backprop rows oh0, oh0 + 1, ... and columns
+// ow0, ow0 + 1, ... The first of them has its accumulators at acc_offset
+// from the tile's first.
+struct TapLines {
+  int64_t kh, kw, run, lines, oh0, ow0, acc_offset;
+};
+
+// Calls f(TapLines) for every tap that reaches `tile`, kh-major, in order.
+// Accumulator offsets count `row_stride` per tile row and `pixel_stride`
+// per pixel.
+template <typename F>
+void ForEachTap(const ConvProblem& p, const TileRegion& tile, int64_t row_stride,
+                int64_t pixel_stride, F&& f) {
+  for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+    StridedRange rows;
+    if (!StrideRun(tile.h_begin, tile.h_end, p.pad_top - kh * p.dilation_rows, p.stride_rows,
+                   p.out_rows, &rows)) {
+      continue;
+    }
+    for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+      StridedRange cols;
+      if (!StrideRun(tile.w_begin, tile.w_end, p.pad_left - kw * p.dilation_cols, p.stride_cols,
+                     p.out_cols, &cols)) {
+        continue;
+      }
+      f(TapLines{kh, kw, cols.n, rows.n, rows.first, cols.first,
+                 (rows.i0 - tile.h_begin) * row_stride + (cols.i0 - tile.w_begin) * pixel_stride});
+    }
+  }
+}
+
+// The out_backprop rows [row0, row0 + rows) and columns [col0, col0 + cols)
+// that any tap of `tile` reads (rows or cols may be 0).
+struct DyWindow {
+  int64_t row0, rows, col0, cols;
+};
+
+inline DyWindow DyWindowFor(const ConvProblem& p, const TileRegion& tile) {
+  const int64_t row0 = std::max<int64_t>(
+      0, CeilDiv(tile.h_begin + p.pad_top - (p.filter_rows - 1) * p.dilation_rows, p.stride_rows));
+  const int64_t row1 =
+      std::min(p.out_rows, FloorDiv(tile.h_end - 1 + p.pad_top, p.stride_rows) + 1);
+  const int64_t col0 = std::max<int64_t>(
+      0, CeilDiv(tile.w_begin + p.pad_left - (p.filter_cols - 1) * p.dilation_cols, p.stride_cols));
+  const int64_t col1 =
+      std::min(p.out_cols, FloorDiv(tile.w_end - 1 + p.pad_left, p.stride_cols) + 1);
+  return {row0, std::max<int64_t>(row1 - row0, 0), col0, std::max<int64_t>(col1 - col0, 0)};
+}
+
+// The input row (column) that out_backprop row oh (column ow) reads through
+// tap row kh (column kw); outside [0, in_rows) it is padding.
+inline int64_t InputRow(const ConvProblem& p, int64_t oh, int64_t kh) {
+  return oh * p.stride_rows - p.pad_top + kh * p.dilation_rows;
+}
+inline int64_t InputCol(const ConvProblem& p, int64_t ow, int64_t kw) {
+  return ow * p.stride_cols - p.pad_left + kw * p.dilation_cols;
+}
+
+// The out_backprop columns [lo, hi) whose tap column kw reads inside the
+// input; the ones before and after read padding. Column ow reads input
+// column ow * stride_cols - shift.
+struct InsideColumns {
+  int64_t lo, hi, shift;
+};
+
+inline InsideColumns InsideColumnsFor(const ConvProblem& p, int64_t kw) {
+  const int64_t sw = p.stride_cols;
+  const int64_t shift = p.pad_left - kw * p.dilation_cols;
+  const int64_t lo = std::min(p.out_cols, shift <= 0 ? 0 : (shift + sw - 1) / sw);
+  const int64_t last = p.in_cols - 1 + shift;
+  const int64_t hi = last < 0 ? lo : std::max(lo, std::min(p.out_cols, last / sw + 1));
+  return {lo, hi, shift};
+}
+
+}  // namespace cpu
+}  // namespace conv2d_transpose
+
+#endif  // TF_CONV2D_TRANSPOSE_COMPUTE_CPU_TAP_GEOMETRY_H_
