@@ -101,7 +101,7 @@ TF_FACING := $(PLUGIN_SRCS:.cc=) $(GPU_PLUGIN_SRCS:.cc=)
 CXXFLAGS ?= -O3
 CXXFLAGS += -fPIC -Wall -Wextra -Werror -Wno-deprecated-declarations
 
-.PHONY: all build test demo bench compute-bench lint cpp-test valgrind asan fuzz bazel wheel-test gpu-test tf-versions clean distclean
+.PHONY: all build test demo bench compute-bench lint format cpp-test valgrind asan fuzz bazel wheel-test gpu-test tf-versions clean distclean
 all: build $(INSTALL_STAMP)
 build: $(LIB)
 
@@ -300,9 +300,16 @@ TF_WINDOW := 2.19.1 2.20.0
 tf-versions: build
 	tools/tf_versions_test.sh "$(TF_WINDOW)" $(LIB)
 
+# Python through ruff, C++ through clang-format (.clang-format), both from
+# requirements-tools.txt; `make format` rewrites the C++ files in place.
+CPP_FILES = $(shell find tf_custom_op tests/cpp tests/gpu bench -name '*.cc' -o -name '*.h')
+CLANG_FORMAT = "$$($(PY) -c 'import clang_format; print(clang_format.get_executable("clang-format"))')"
 lint: $(REQS_STAMP)
 	$(PY) -m ruff check python tests bench tools
 	$(PY) -m ruff format --check python tests bench tools
+	$(CLANG_FORMAT) --dry-run --Werror $(CPP_FILES)
+format: $(REQS_STAMP)
+	$(CLANG_FORMAT) -i $(CPP_FILES)
 
 # Lint, the compute layer under ASan/UBSan/LSan and under valgrind, the C++
 # client test (wrappers + SavedModel through the C API), the GPU variant on the

@@ -5,7 +5,6 @@
 //   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter]
 //   perf stat -e cycles,instructions build/compute_bench float input
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,9 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
-#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
@@ -52,12 +51,10 @@ const Shape kShapes[] = {
 };
 
 ct::ParallelFor ThreadPool(int threads) {
-  return [threads](int64_t total, int64_t,
-                   const std::function<void(int64_t, int64_t)>& work) {
+  return [threads](int64_t total, int64_t, const std::function<void(int64_t, int64_t)>& work) {
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) {
-      pool.emplace_back(
-          [&, t] { work(total * t / threads, total * (t + 1) / threads); });
+      pool.emplace_back([&, t] { work(total * t / threads, total * (t + 1) / threads); });
     }
     work(0, total / threads);
     for (auto& th : pool) th.join();
@@ -85,8 +82,7 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
   }
   ct::ConvProblem p;
   const ct::Status status = ct::ComputeConvProblem(
-      "bench", attrs, x_shape, {s.kh, s.kw, s.cin / s.groups, s.cout},
-      dy_shape, &p);
+      "bench", attrs, x_shape, {s.kh, s.kw, s.cin / s.groups, s.cout}, dy_shape, &p);
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\n", s.name, status.message().c_str());
     return;
@@ -104,27 +100,22 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
   const int64_t ws = input_grad ? ct::Conv2DBackpropInputCpuWorkspaceBytes<T>(p)
                                 : ct::Conv2DBackpropFilterCpuWorkspaceBytes<T>(p);
   std::vector<char> workspace(static_cast<size_t>(ws) + 64);
-  void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(
-                                               workspace.data()) % 64) % 64;
+  void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
   const ct::ParallelFor pool = ThreadPool(threads);
   std::vector<double> times;
   for (int r = 0; r < repeats + 2; ++r) {
     const auto start = std::chrono::steady_clock::now();
     if (input_grad) {
-      ct::Conv2DBackpropInputCpu<T>(p, f.data(), dy.data(), x.data(), aligned,
-                                    pool);
+      ct::Conv2DBackpropInputCpu<T>(p, f.data(), dy.data(), x.data(), aligned, pool);
     } else {
-      ct::Conv2DBackpropFilterCpu<T>(p, x.data(), dy.data(), f.data(), aligned,
-                                     pool);
+      ct::Conv2DBackpropFilterCpu<T>(p, x.data(), dy.data(), f.data(), aligned, pool);
     }
-    const std::chrono::duration<double> d =
-        std::chrono::steady_clock::now() - start;
+    const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start;
     if (r >= 2) times.push_back(d.count());
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  std::printf("| %-26s | %8.2f | %7.1f |\n", s.name, median * 1e3,
-              p.flops() / median / 1e9);
+  std::printf("| %-26s | %8.2f | %7.1f |\n", s.name, median * 1e3, p.flops() / median / 1e9);
 }
 
 template <typename T>
@@ -146,11 +137,9 @@ int main(int argc, char** argv) {
                           ? std::max(1, std::atoi(forced_threads))
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int repeats = 7;
-  std::printf("%s gradient, %s, %d threads, ISA %s\n\n",
-              input_grad ? "input" : "filter", dtype.c_str(), threads,
-              ct::cpu::CpuKernelIsa());
-  std::printf("| %-26s | %8s | %7s |\n|---|---|---|\n", "shape", "ms",
-              "GFLOP/s");
+  std::printf("%s gradient, %s, %d threads, ISA %s\n\n", input_grad ? "input" : "filter",
+              dtype.c_str(), threads, ct::cpu::CpuKernelIsa());
+  std::printf("| %-26s | %8s | %7s |\n|---|---|---|\n", "shape", "ms", "GFLOP/s");
   if (dtype == "half") {
     RunAll<Eigen::half>(input_grad, only, threads, repeats);
   } else if (dtype == "bfloat16") {

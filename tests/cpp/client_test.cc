@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include "tf_custom_op/cc/cc_ops.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/cc/framework/scope.h"
 #include "tensorflow/cc/ops/const_op.h"
@@ -32,6 +31,7 @@
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/protobuf/meta_graph.pb.h"
+#include "tf_custom_op/cc/cc_ops.h"
 
 namespace {
 
@@ -45,8 +45,8 @@ struct Report {
   int failed = 0;
 
   bool Check(bool ok, const std::string& what, const std::string& detail) {
-    std::printf("%s  %s%s%s\n", ok ? "PASS" : "FAIL", what.c_str(),
-                detail.empty() ? "" : ": ", detail.c_str());
+    std::printf("%s  %s%s%s\n", ok ? "PASS" : "FAIL", what.c_str(), detail.empty() ? "" : ": ",
+                detail.c_str());
     std::fflush(stdout);
     (ok ? passed : failed) += 1;
     return ok;
@@ -77,9 +77,7 @@ struct SessionOptionsDeleter {
   void operator()(TF_SessionOptions* o) const { TF_DeleteSessionOptions(o); }
 };
 struct ImportOptionsDeleter {
-  void operator()(TF_ImportGraphDefOptions* o) const {
-    TF_DeleteImportGraphDefOptions(o);
-  }
+  void operator()(TF_ImportGraphDefOptions* o) const { TF_DeleteImportGraphDefOptions(o); }
 };
 struct SessionDeleter {
   void operator()(TF_Session* s) const {
@@ -92,10 +90,8 @@ using StatusPtr = std::unique_ptr<TF_Status, StatusDeleter>;
 using GraphPtr = std::unique_ptr<TF_Graph, GraphDeleter>;
 using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
 using BufferPtr = std::unique_ptr<TF_Buffer, BufferDeleter>;
-using SessionOptionsPtr =
-    std::unique_ptr<TF_SessionOptions, SessionOptionsDeleter>;
-using ImportOptionsPtr =
-    std::unique_ptr<TF_ImportGraphDefOptions, ImportOptionsDeleter>;
+using SessionOptionsPtr = std::unique_ptr<TF_SessionOptions, SessionOptionsDeleter>;
+using ImportOptionsPtr = std::unique_ptr<TF_ImportGraphDefOptions, ImportOptionsDeleter>;
 using SessionPtr = std::unique_ptr<TF_Session, SessionDeleter>;
 
 // A tensor's shape and values (as double, whatever the float dtype).
@@ -128,10 +124,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 // Runs `session` fetching `fetches`, feeding `feeds`. Returns "" or the error message.
-std::string Run(TF_Session* session,
-                const std::vector<std::pair<TF_Output, TF_Tensor*>>& feeds,
-                const std::vector<TF_Output>& fetches,
-                std::vector<Values>* results) {
+std::string Run(TF_Session* session, const std::vector<std::pair<TF_Output, TF_Tensor*>>& feeds,
+                const std::vector<TF_Output>& fetches, std::vector<Values>* results) {
   std::vector<TF_Output> inputs;
   std::vector<TF_Tensor*> input_values;
   for (const auto& feed : feeds) {
@@ -142,8 +136,7 @@ std::string Run(TF_Session* session,
   StatusPtr status(TF_NewStatus());
   TF_SessionRun(session, nullptr, inputs.data(), input_values.data(),
                 static_cast<int>(inputs.size()), fetches.data(), outputs.data(),
-                static_cast<int>(fetches.size()), nullptr, 0, nullptr,
-                status.get());
+                static_cast<int>(fetches.size()), nullptr, 0, nullptr, status.get());
   std::vector<TensorPtr> owned;
   for (TF_Tensor* t : outputs) owned.emplace_back(t);
   if (TF_GetCode(status.get()) != TF_OK) return TF_Message(status.get());
@@ -175,8 +168,7 @@ double MaxAbs(const Values& a) {
 // ------------------------------------------------------------ graph inputs
 
 template <typename T>
-tf::Tensor RandomTensor(tf::DataType dtype, const tf::TensorShape& shape,
-                        unsigned seed) {
+tf::Tensor RandomTensor(tf::DataType dtype, const tf::TensorShape& shape, unsigned seed) {
   tf::Tensor t(dtype, shape);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
@@ -196,11 +188,9 @@ std::vector<double> AsDoubles(const tf::Tensor& t) {
 // each out_backprop element scatters into every input position its filter
 // taps touched in the forward convolution. filter is [kh, kw, c_in, c_out].
 Values ReferenceBackpropInputNchw(const std::vector<double>& filter,
-                                  const std::vector<double>& out_backprop,
-                                  int batch, int c_in, int in_h, int in_w,
-                                  int k_h, int k_w, int c_out, int out_h,
-                                  int out_w, int stride, int dilation,
-                                  int pad_top, int pad_left) {
+                                  const std::vector<double>& out_backprop, int batch, int c_in,
+                                  int in_h, int in_w, int k_h, int k_w, int c_out, int out_h,
+                                  int out_w, int stride, int dilation, int pad_top, int pad_left) {
   Values dx;
   dx.shape = {batch, c_in, in_h, in_w};
   dx.data.assign(static_cast<size_t>(batch) * c_in * in_h * in_w, 0.0);
@@ -209,8 +199,7 @@ Values ReferenceBackpropInputNchw(const std::vector<double>& filter,
       for (int oh = 0; oh < out_h; ++oh)
         for (int ow = 0; ow < out_w; ++ow) {
           const double dy =
-              out_backprop[((static_cast<size_t>(n) * c_out + co) * out_h + oh) *
-                               out_w + ow];
+              out_backprop[((static_cast<size_t>(n) * c_out + co) * out_h + oh) * out_w + ow];
           for (int kh = 0; kh < k_h; ++kh) {
             const int ih = oh * stride - pad_top + kh * dilation;
             if (ih < 0 || ih >= in_h) continue;
@@ -218,10 +207,8 @@ Values ReferenceBackpropInputNchw(const std::vector<double>& filter,
               const int iw = ow * stride - pad_left + kw * dilation;
               if (iw < 0 || iw >= in_w) continue;
               for (int ci = 0; ci < c_in; ++ci) {
-                dx.data[((static_cast<size_t>(n) * c_in + ci) * in_h + ih) *
-                            in_w + iw] +=
-                    filter[((static_cast<size_t>(kh) * k_w + kw) * c_in + ci) *
-                               c_out + co] * dy;
+                dx.data[((static_cast<size_t>(n) * c_in + ci) * in_h + ih) * in_w + iw] +=
+                    filter[((static_cast<size_t>(kh) * k_w + kw) * c_in + ci) * c_out + co] * dy;
               }
             }
           }
@@ -232,16 +219,14 @@ Values ReferenceBackpropInputNchw(const std::vector<double>& filter,
 // ------------------------------------------------------------ part 1: graph
 
 // Imports `graph_def` into a fresh TF_Graph and opens a session on it.
-std::string ImportAndOpen(const tf::GraphDef& graph_def, GraphPtr* graph,
-                          SessionPtr* session) {
+std::string ImportAndOpen(const tf::GraphDef& graph_def, GraphPtr* graph, SessionPtr* session) {
   std::string bytes;
   if (!graph_def.SerializeToString(&bytes)) return "GraphDef did not serialise";
   graph->reset(TF_NewGraph());
   BufferPtr buffer(TF_NewBufferFromString(bytes.data(), bytes.size()));
   ImportOptionsPtr import_options(TF_NewImportGraphDefOptions());
   StatusPtr status(TF_NewStatus());
-  TF_GraphImportGraphDef(graph->get(), buffer.get(), import_options.get(),
-                         status.get());
+  TF_GraphImportGraphDef(graph->get(), buffer.get(), import_options.get(), status.get());
   if (TF_GetCode(status.get()) != TF_OK) return TF_Message(status.get());
   SessionOptionsPtr options(TF_NewSessionOptions());
   session->reset(TF_NewSession(graph->get(), options.get(), status.get()));
@@ -255,12 +240,10 @@ void CheckWrapperBeforeLoad(Report* report) {
   tf::Scope scope = tf::Scope::NewRootScope();
   auto w = tf::ops::Const(scope, 1.0f, tf::TensorShape({1, 1, 1, 1}));
   auto dy = tf::ops::Const(scope, 1.0f, tf::TensorShape({1, 1, 1, 1}));
-  auto dx = plugin::Conv2DBackpropInput(scope, {1, 1, 1, 1}, w, dy,
-                                        {1, 1, 1, 1}, "VALID");
+  auto dx = plugin::Conv2DBackpropInput(scope, {1, 1, 1, 1}, w, dy, {1, 1, 1, 1}, "VALID");
   const std::string message(scope.status().message());
   report->Check(!scope.ok() && dx.node() == nullptr &&
-                    message.find(plugin::kConv2DBackpropInputOpType) !=
-                        std::string::npos &&
+                    message.find(plugin::kConv2DBackpropInputOpType) != std::string::npos &&
                     message.find("TF_LoadLibrary") != std::string::npos,
                 "wrapper before the plugin is loaded: scope error", message);
 }
@@ -271,15 +254,12 @@ void CheckGraph(Report* report) {
   // NHWC float32, stride 2, SAME: conv input [2, 9, 10, 3], filter
   // [3, 3, 3, 4], so out_backprop is [2, 5, 5, 4].
   const std::vector<int> strides_nhwc = {1, 2, 2, 1};
-  auto x32 = tf::ops::Const(
-      root.WithOpName("x32"),
-      RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 9, 10, 3}), 1));
-  auto w32 = tf::ops::Const(
-      root.WithOpName("w32"),
-      RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({3, 3, 3, 4}), 2));
-  auto dy32 = tf::ops::Const(
-      root.WithOpName("dy32"),
-      RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 5, 5, 4}), 3));
+  auto x32 = tf::ops::Const(root.WithOpName("x32"),
+                            RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 9, 10, 3}), 1));
+  auto w32 = tf::ops::Const(root.WithOpName("w32"),
+                            RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({3, 3, 3, 4}), 2));
+  auto dy32 = tf::ops::Const(root.WithOpName("dy32"),
+                             RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 5, 5, 4}), 3));
   auto input_sizes = tf::ops::Const(root.WithOpName("input_sizes"), {2, 9, 10, 3});
   auto filter_sizes = tf::ops::Const(root.WithOpName("filter_sizes"), {3, 3, 3, 4});
 
@@ -289,10 +269,10 @@ void CheckGraph(Report* report) {
   auto builtin_dx = tf::ops::Conv2DBackpropInput(
       root.WithOpName("builtin_dx"), input_sizes, w32, dy32, strides_nhwc, "SAME",
       tf::ops::Conv2DBackpropInput::DataFormat("NHWC").UseCudnnOnGpu(false));
-  auto plugin_dw = plugin::Conv2DBackpropFilter(
-      root.WithOpName("plugin_dw"), x32, filter_sizes, dy32, strides_nhwc, "SAME");
-  auto builtin_dw = tf::ops::Conv2DBackpropFilter(
-      root.WithOpName("builtin_dw"), x32, filter_sizes, dy32, strides_nhwc, "SAME");
+  auto plugin_dw = plugin::Conv2DBackpropFilter(root.WithOpName("plugin_dw"), x32, filter_sizes,
+                                                dy32, strides_nhwc, "SAME");
+  auto builtin_dw = tf::ops::Conv2DBackpropFilter(root.WithOpName("builtin_dw"), x32, filter_sizes,
+                                                  dy32, strides_nhwc, "SAME");
 
   // NCHW float64, stride 2, dilation 2, asymmetric EXPLICIT padding: conv
   // input [2, 3, 11, 10], filter [3, 3, 3, 4] (5x5 dilated), pads (1, 2) in
@@ -307,17 +287,14 @@ void CheckGraph(Report* report) {
       RandomTensor<double>(tf::DT_DOUBLE, tf::TensorShape({2, 4, 5, 5}), 5);
   auto w64 = tf::ops::Const(root.WithOpName("w64"), w64_value);
   auto dy64 = tf::ops::Const(root.WithOpName("dy64"), dy64_value);
-  auto input_sizes_nchw =
-      tf::ops::Const(root.WithOpName("input_sizes_nchw"), {2, 3, 11, 10});
+  auto input_sizes_nchw = tf::ops::Const(root.WithOpName("input_sizes_nchw"), {2, 3, 11, 10});
   const auto nchw_attrs = plugin::Conv2DBackpropInput::DataFormat("NCHW")
                               .Dilations(dilations_nchw)
                               .ExplicitPaddings(paddings_nchw);
-  auto plugin_dx64 = plugin::Conv2DBackpropInput(
-      root.WithOpName("plugin_dx64"), input_sizes_nchw, w64, dy64, strides_nchw,
-      "EXPLICIT", nchw_attrs);
+  auto plugin_dx64 = plugin::Conv2DBackpropInput(root.WithOpName("plugin_dx64"), input_sizes_nchw,
+                                                 w64, dy64, strides_nchw, "EXPLICIT", nchw_attrs);
   auto builtin_dx64 = tf::ops::Conv2DBackpropInput(
-      root.WithOpName("builtin_dx64"), input_sizes_nchw, w64, dy64,
-      strides_nchw, "EXPLICIT",
+      root.WithOpName("builtin_dx64"), input_sizes_nchw, w64, dy64, strides_nchw, "EXPLICIT",
       tf::ops::Conv2DBackpropInput::DataFormat("NCHW")
           .Dilations(dilations_nchw)
           .ExplicitPaddings(paddings_nchw));
@@ -328,25 +305,22 @@ void CheckGraph(Report* report) {
   }
   // The C++ surface: node(), operation, Output conversion, shape inference.
   const tf::Output dx_output = plugin_dx;
-  report->Check(
-      plugin_dx.node() != nullptr && plugin_dx.operation.node() == plugin_dx.node() &&
-          dx_output.node() == plugin_dx.node() &&
-          plugin_dx.node()->type_string() == plugin::kConv2DBackpropInputOpType &&
-          plugin_dw.node()->type_string() == plugin::kConv2DBackpropFilterOpType &&
-          plugin_dx64.node()->type_string() == plugin::kConv2DBackpropInputOpType,
-      "wrapper nodes: node(), operation, Output and op types", "");
+  report->Check(plugin_dx.node() != nullptr && plugin_dx.operation.node() == plugin_dx.node() &&
+                    dx_output.node() == plugin_dx.node() &&
+                    plugin_dx.node()->type_string() == plugin::kConv2DBackpropInputOpType &&
+                    plugin_dw.node()->type_string() == plugin::kConv2DBackpropFilterOpType &&
+                    plugin_dx64.node()->type_string() == plugin::kConv2DBackpropInputOpType,
+                "wrapper nodes: node(), operation, Output and op types", "");
 
   tf::GraphDef graph_def;
   const absl::Status to_graph_def = root.ToGraphDef(&graph_def);
-  if (!report->Check(to_graph_def.ok(), "scope.ToGraphDef",
-                     std::string(to_graph_def.message()))) {
+  if (!report->Check(to_graph_def.ok(), "scope.ToGraphDef", std::string(to_graph_def.message()))) {
     return;
   }
   GraphPtr graph;
   SessionPtr session;
   const std::string opened = ImportAndOpen(graph_def, &graph, &session);
-  if (!report->Check(opened.empty(),
-                     "GraphDef imported into a TF_Graph, session opened",
+  if (!report->Check(opened.empty(), "GraphDef imported into a TF_Graph, session opened",
                      std::to_string(graph_def.node_size()) + " nodes" +
                          (opened.empty() ? "" : ": " + opened))) {
     return;
@@ -359,8 +333,7 @@ void CheckGraph(Report* report) {
            NodeOutput(graph.get(), "plugin_dw"), NodeOutput(graph.get(), "builtin_dw"),
            NodeOutput(graph.get(), "plugin_dx64")},
           &got);
-  if (!report->Check(error.empty(), "TF_SessionRun of the wrappers and built-ins",
-                     error)) {
+  if (!report->Check(error.empty(), "TF_SessionRun of the wrappers and built-ins", error)) {
     return;
   }
 
@@ -370,14 +343,12 @@ void CheckGraph(Report* report) {
   report->Check(got[0].shape == std::vector<int64_t>({2, 9, 10, 3}) &&
                     dx_err <= 1e-5 * std::max(1.0, MaxAbs(got[1])),
                 "Conv2DBackpropInput NHWC float32 stride 2 SAME vs built-in",
-                "shape " + ShapeString(got[0].shape) + ", max |err| " +
-                    Format("%.3g", dx_err));
+                "shape " + ShapeString(got[0].shape) + ", max |err| " + Format("%.3g", dx_err));
   const double dw_err = MaxError(got[2], got[3]);
   report->Check(got[2].shape == std::vector<int64_t>({3, 3, 3, 4}) &&
                     dw_err <= 1e-5 * std::max(1.0, MaxAbs(got[3])),
                 "Conv2DBackpropFilter NHWC float32 stride 2 SAME vs built-in",
-                "shape " + ShapeString(got[2].shape) + ", max |err| " +
-                    Format("%.3g", dw_err));
+                "shape " + ShapeString(got[2].shape) + ", max |err| " + Format("%.3g", dw_err));
 
   const Values reference = ReferenceBackpropInputNchw(
       AsDoubles(w64_value), AsDoubles(dy64_value), /*batch=*/2, /*c_in=*/3,
@@ -387,14 +358,12 @@ void CheckGraph(Report* report) {
   report->Check(dx64_err <= 1e-12,
                 "Conv2DBackpropInput NCHW float64 stride 2 dilation 2 EXPLICIT "
                 "vs naive loop",
-                "shape " + ShapeString(got[4].shape) + ", max |err| " +
-                    Format("%.3g", dx64_err));
+                "shape " + ShapeString(got[4].shape) + ", max |err| " + Format("%.3g", dx64_err));
 
   // Same graph, same inputs: TensorFlow's own CPU kernel must refuse it,
   // otherwise the case above would not show anything the built-in lacks.
   std::vector<Values> unused;
-  error = Run(session.get(), {},
-              {NodeOutput(graph.get(), "builtin_dx64")}, &unused);
+  error = Run(session.get(), {}, {NodeOutput(graph.get(), "builtin_dx64")}, &unused);
   report->Check(!error.empty(), "built-in rejects the NCHW float64 dilated case",
                 error.empty() ? "it ran" : error.substr(0, error.find('\n')));
 }
@@ -414,8 +383,7 @@ std::vector<float> ReadFloats(const std::string& path, size_t count) {
 TF_Output SignatureOutput(TF_Graph* graph, const std::string& tensor_name) {
   const size_t colon = tensor_name.rfind(':');
   const std::string op = tensor_name.substr(0, colon);
-  const int index =
-      colon == std::string::npos ? 0 : std::stoi(tensor_name.substr(colon + 1));
+  const int index = colon == std::string::npos ? 0 : std::stoi(tensor_name.substr(colon + 1));
   return NodeOutput(graph, op, index);
 }
 
@@ -439,8 +407,7 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
     for (std::vector<int64_t>* shape : {&input_shape, &output_shape}) {
       std::getline(shapes, line);
       std::istringstream dims(line);
-      shape->assign(std::istream_iterator<int64_t>(dims),
-                    std::istream_iterator<int64_t>());
+      shape->assign(std::istream_iterator<int64_t>(dims), std::istream_iterator<int64_t>());
     }
   }
   auto count = [](const std::vector<int64_t>& shape) {
@@ -448,12 +415,10 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
     for (int64_t d : shape) n *= d;
     return static_cast<size_t>(n);
   };
-  const std::vector<float> inputs =
-      ReadFloats(export_dir + "/inputs.bin", count(input_shape));
-  const std::vector<float> expected =
-      ReadFloats(export_dir + "/expected.bin", count(output_shape));
-  if (!report->Check(input_shape.size() == 4 && output_shape.size() == 4 &&
-                         !inputs.empty() && !expected.empty(),
+  const std::vector<float> inputs = ReadFloats(export_dir + "/inputs.bin", count(input_shape));
+  const std::vector<float> expected = ReadFloats(export_dir + "/expected.bin", count(output_shape));
+  if (!report->Check(input_shape.size() == 4 && output_shape.size() == 4 && !inputs.empty() &&
+                         !expected.empty(),
                      "exported batch read", export_dir)) {
     return;
   }
@@ -464,19 +429,16 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
   StatusPtr status(TF_NewStatus());
   const char* tags[] = {"serve"};
   const std::string model_dir = export_dir + "/saved_model";
-  SessionPtr session(TF_LoadSessionFromSavedModel(
-      options.get(), nullptr, model_dir.c_str(), tags, 1, graph.get(),
-      meta_graph_bytes.get(), status.get()));
-  if (!report->Check(TF_GetCode(status.get()) == TF_OK,
-                     "TF_LoadSessionFromSavedModel (tag serve)",
-                     TF_GetCode(status.get()) == TF_OK ? model_dir
-                                                       : TF_Message(status.get()))) {
+  SessionPtr session(TF_LoadSessionFromSavedModel(options.get(), nullptr, model_dir.c_str(), tags,
+                                                  1, graph.get(), meta_graph_bytes.get(),
+                                                  status.get()));
+  if (!report->Check(TF_GetCode(status.get()) == TF_OK, "TF_LoadSessionFromSavedModel (tag serve)",
+                     TF_GetCode(status.get()) == TF_OK ? model_dir : TF_Message(status.get()))) {
     return;
   }
   tf::MetaGraphDef meta_graph;
-  if (!report->Check(meta_graph.ParseFromArray(
-                         meta_graph_bytes->data,
-                         static_cast<int>(meta_graph_bytes->length)),
+  if (!report->Check(meta_graph.ParseFromArray(meta_graph_bytes->data,
+                                               static_cast<int>(meta_graph_bytes->length)),
                      "MetaGraphDef parsed", "")) {
     return;
   }
@@ -484,11 +446,9 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
                 plugin::kConv2DBackpropInputOpType);
   const auto& signatures = meta_graph.signature_def();
   const auto signature = signatures.find("serving_default");
-  if (!report->Check(signature != signatures.end() &&
-                         signature->second.inputs_size() == 1 &&
+  if (!report->Check(signature != signatures.end() && signature->second.inputs_size() == 1 &&
                          signature->second.outputs_size() == 1,
-                     "signature serving_default with one input and one output",
-                     "")) {
+                     "signature serving_default with one input and one output", "")) {
     return;
   }
   const std::string input_name = signature->second.inputs().begin()->second.name();
@@ -496,8 +456,7 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
   const TF_Output input = SignatureOutput(graph.get(), input_name);
   const TF_Output output = SignatureOutput(graph.get(), output_name);
   if (!report->Check(input.oper != nullptr && output.oper != nullptr,
-                     "signature tensors found in the graph",
-                     input_name + " -> " + output_name)) {
+                     "signature tensors found in the graph", input_name + " -> " + output_name)) {
     return;
   }
 
@@ -506,8 +465,7 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
                                     inputs.size() * sizeof(float)));
   std::copy(inputs.begin(), inputs.end(), static_cast<float*>(TF_TensorData(batch.get())));
   std::vector<Values> got;
-  const std::string error =
-      Run(session.get(), {{input, batch.get()}}, {output}, &got);
+  const std::string error = Run(session.get(), {{input, batch.get()}}, {output}, &got);
   if (!report->Check(error.empty(), "batch served through serving_default", error)) {
     return;
   }
@@ -515,10 +473,8 @@ void CheckSavedModel(const std::string& export_dir, Report* report) {
   want.shape = output_shape;
   want.data.assign(expected.begin(), expected.end());
   const double err = MaxError(got[0], want);
-  report->Check(err <= 1e-5 * std::max(1.0, MaxAbs(want)),
-                "SavedModel output vs Python's",
-                "shape " + ShapeString(got[0].shape) + ", max |err| " +
-                    Format("%.3g", err));
+  report->Check(err <= 1e-5 * std::max(1.0, MaxAbs(want)), "SavedModel output vs Python's",
+                "shape " + ShapeString(got[0].shape) + ", max |err| " + Format("%.3g", err));
 }
 
 }  // namespace
@@ -534,9 +490,9 @@ int main(int argc, char** argv) {
   StatusPtr status(TF_NewStatus());
   // Registers the ops and kernels; the handle stays open for the process.
   TF_Library* library = TF_LoadLibrary(argv[1], status.get());
-  const bool loaded = report.Check(
-      TF_GetCode(status.get()) == TF_OK && library != nullptr,
-      "TF_LoadLibrary", TF_GetCode(status.get()) == TF_OK ? argv[1] : TF_Message(status.get()));
+  const bool loaded =
+      report.Check(TF_GetCode(status.get()) == TF_OK && library != nullptr, "TF_LoadLibrary",
+                   TF_GetCode(status.get()) == TF_OK ? argv[1] : TF_Message(status.get()));
   if (loaded) {
     CheckGraph(&report);
     CheckSavedModel(argv[2], &report);

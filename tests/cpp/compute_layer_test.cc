@@ -5,7 +5,6 @@
 // show tasks are independent, and random malformed shapes/attributes must be
 // rejected by the validation without undefined behaviour.
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,9 +16,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
-#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
@@ -71,8 +70,9 @@ void ForEachProduct(const ct::ConvProblem& p, Visit visit) {
               if (h < 0 || h >= p.in_rows || w < 0 || w >= p.in_cols) continue;
               for (int64_t ci = 0; ci < cg; ++ci) {
                 const int64_t c = g * cg + ci;
-                const int64_t x_index = nhwc ? ((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + c
-                                             : ((n * p.in_depth + c) * p.in_rows + h) * p.in_cols + w;
+                const int64_t x_index =
+                    nhwc ? ((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + c
+                         : ((n * p.in_depth + c) * p.in_rows + h) * p.in_cols + w;
                 visit(dy_index, x_index, ((kh * p.filter_cols + kw) * cg + ci) * p.out_depth + co);
               }
             }
@@ -156,7 +156,7 @@ ct::ConvAttrs RandomValidAttrs(bool nchw) {
   attrs.dilations[h] = Uniform(1, 3);
   attrs.dilations[w] = Uniform(1, 3);
   const int64_t padding = Uniform(0, 2);
-  attrs.padding = padding == 0 ? ct::Padding::kSame
+  attrs.padding = padding == 0   ? ct::Padding::kSame
                   : padding == 1 ? ct::Padding::kValid
                                  : ct::Padding::kExplicit;
   if (attrs.padding == ct::Padding::kExplicit) {
@@ -186,19 +186,24 @@ bool RandomProblem(ct::ConvProblem* p) {
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
   int64_t out_rows, out_cols, unused0, unused1;
   const int64_t pt = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * h] : 0;
-  const int64_t pb = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * h + 1] : 0;
+  const int64_t pb =
+      attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * h + 1] : 0;
   const int64_t pl = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * w] : 0;
-  const int64_t pr = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * w + 1] : 0;
+  const int64_t pr =
+      attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * w + 1] : 0;
   if (!ct::WindowedOutputSize(rows, kh, attrs.dilations[h], attrs.strides[h], attrs.padding, pt, pb,
-                              &out_rows, &unused0, &unused1).ok() ||
+                              &out_rows, &unused0, &unused1)
+           .ok() ||
       !ct::WindowedOutputSize(cols, kw, attrs.dilations[w], attrs.strides[w], attrs.padding, pl, pr,
-                              &out_cols, &unused0, &unused1).ok()) {
+                              &out_cols, &unused0, &unused1)
+           .ok()) {
     return false;
   }
   const std::vector<int64_t> input = nchw ? std::vector<int64_t>{batch, groups * cg, rows, cols}
                                           : std::vector<int64_t>{batch, rows, cols, groups * cg};
-  const std::vector<int64_t> dy = nchw ? std::vector<int64_t>{batch, groups * cog, out_rows, out_cols}
-                                       : std::vector<int64_t>{batch, out_rows, out_cols, groups * cog};
+  const std::vector<int64_t> dy =
+      nchw ? std::vector<int64_t>{batch, groups * cog, out_rows, out_cols}
+           : std::vector<int64_t>{batch, out_rows, out_cols, groups * cog};
   const ct::Status status =
       ct::ComputeConvProblem("test", attrs, input, {kh, kw, cg, groups * cog}, dy, p);
   if (!status.ok()) {
@@ -211,8 +216,19 @@ bool RandomProblem(ct::ConvProblem* p) {
 // Random malformed calls of both ops' validation (and of ComputeConvProblem
 // on its own): it must answer, never misbehave.
 int64_t FuzzValidation(int iterations) {
-  const int64_t extremes[] = {0, 1, 2, 3, -1, -7, 1 << 20, int64_t{1} << 31, (int64_t{1} << 31) - 1,
-                              int64_t{1} << 40, int64_t{1} << 62, INT64_MAX, INT64_MIN};
+  const int64_t extremes[] = {0,
+                              1,
+                              2,
+                              3,
+                              -1,
+                              -7,
+                              1 << 20,
+                              int64_t{1} << 31,
+                              (int64_t{1} << 31) - 1,
+                              int64_t{1} << 40,
+                              int64_t{1} << 62,
+                              INT64_MAX,
+                              INT64_MIN};
   auto any = [&]() { return Uniform(0, 3) == 0 ? extremes[Uniform(0, 12)] : Uniform(-2, 12); };
   auto dims = [&]() {
     std::vector<int64_t> d(Uniform(0, 2) == 0 ? Uniform(0, 6) : 4);
@@ -318,15 +334,17 @@ int StatusAndCallFailures() {
   const int32_t sizes[] = {1, 5, 5, 3};
   const ct::Status mismatch =
       ct::ValidateBackpropInput(attrs, {4}, sizes, {3, 3, 3, 2}, {1, 2, 3, 2}, 4, &call);
-  expect(mismatch.message().rfind("Conv2DBackpropInput: Size of out_backprop doesn't match", 0) == 0,
-         "problem errors carry the op's name");
+  expect(
+      mismatch.message().rfind("Conv2DBackpropInput: Size of out_backprop doesn't match", 0) == 0,
+      "problem errors carry the op's name");
   expect(ct::ValidateBackpropInput(attrs, {4}, sizes, {3, 3, 3, 2}, {1, 3, 3, 2}, 4, &call).ok() &&
              call.problem && call.problem->out_rows == 3 && call.problem->in_depth == 3,
          "valid call");
   // ComputeConvProblem alone refuses tensors whose element count overflows.
   ct::ConvProblem p;
   const int64_t big = int64_t{1} << 32;
-  expect(!ct::ComputeConvProblem("t", attrs, {big, big, 1, 0}, {1, 1, 0, 2}, {big, big, 1, 2}, &p).ok(),
+  expect(!ct::ComputeConvProblem("t", attrs, {big, big, 1, 0}, {1, 1, 0, 2}, {big, big, 1, 2}, &p)
+              .ok(),
          "element count overflow");
   return failures;
 }
@@ -349,8 +367,8 @@ int64_t WideningMismatches() {
   int64_t mismatches = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const float expected = static_cast<float>(values[i]);
-    const bool same = std::isnan(expected) ? std::isnan(widened[i])
-                                           : std::memcmp(&expected, &widened[i], 4) == 0;
+    const bool same =
+        std::isnan(expected) ? std::isnan(widened[i]) : std::memcmp(&expected, &widened[i], 4) == 0;
     mismatches += !same;
   }
   return mismatches;
@@ -380,9 +398,9 @@ int main(int argc, char** argv) {
   // Filters over the partial-sum budget: the filter gradient reduces them in
   // one slice split by input channels (straight into the output when the
   // type and layout allow), which small random problems never reach.
-  for (const auto& [format, groups, cog] : {std::tuple{ct::DataFormat::kNHWC, 1, 128},
-                                            std::tuple{ct::DataFormat::kNCHW, 1, 120},
-                                            std::tuple{ct::DataFormat::kNHWC, 2, 64}}) {
+  for (const auto& [format, groups, cog] :
+       {std::tuple{ct::DataFormat::kNHWC, 1, 128}, std::tuple{ct::DataFormat::kNCHW, 1, 120},
+        std::tuple{ct::DataFormat::kNHWC, 2, 64}}) {
     ct::ConvAttrs attrs;
     attrs.data_format = format;
     const bool nhwc = format == ct::DataFormat::kNHWC;
@@ -390,8 +408,8 @@ int main(int argc, char** argv) {
     attrs.dilations = {1, 1, 1, 1};
     attrs.padding = ct::Padding::kSame;
     const int64_t cg = 96;
-    const std::vector<int64_t> input =
-        nhwc ? std::vector<int64_t>{2, 6, 5, groups * cg} : std::vector<int64_t>{2, groups * cg, 6, 5};
+    const std::vector<int64_t> input = nhwc ? std::vector<int64_t>{2, 6, 5, groups * cg}
+                                            : std::vector<int64_t>{2, groups * cg, 6, 5};
     const std::vector<int64_t> dy = nhwc ? std::vector<int64_t>{2, 3, 3, groups * cog}
                                          : std::vector<int64_t>{2, groups * cog, 3, 3};
     ct::ConvProblem p;
@@ -408,15 +426,18 @@ int main(int argc, char** argv) {
   const int status_failures = StatusAndCallFailures();
   std::printf("status and call checks: %d failed\n", status_failures);
   (status_failures == 0 ? passed : failed)++;
-  for (const int64_t widening : {WideningMismatches<Eigen::half>(),
-                                 WideningMismatches<Eigen::bfloat16>()}) {
+  for (const int64_t widening :
+       {WideningMismatches<Eigen::half>(), WideningMismatches<Eigen::bfloat16>()}) {
     std::printf("half/bfloat16 widening: 65536 patterns, %lld mismatches\n",
                 static_cast<long long>(widening));
     (widening == 0 ? passed : failed)++;
   }
-  std::printf("compute layer (%s micro-kernel): %d problems checked, %d mismatches; validation fuzz: %d calls, "
-              "%lld rejected cleanly\n",
-              ct::cpu::CpuKernelIsa(), passed + failed, failed, fuzz_calls, static_cast<long long>(rejected));
+  std::printf(
+      "compute layer (%s micro-kernel): %d problems checked, %d mismatches; validation fuzz: %d "
+      "calls, "
+      "%lld rejected cleanly\n",
+      ct::cpu::CpuKernelIsa(), passed + failed, failed, fuzz_calls,
+      static_cast<long long>(rejected));
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
 #include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
 
 namespace ct = conv2d_transpose;
 
@@ -31,7 +31,7 @@ ct::Status Problem(const int64_t* s, ct::ConvProblem* problem) {
   attrs.strides[w] = s[8];
   attrs.dilations[h] = s[9];
   attrs.dilations[w] = s[10];
-  attrs.padding = s[11] == 0 ? ct::Padding::kSame
+  attrs.padding = s[11] == 0   ? ct::Padding::kSame
                   : s[11] == 1 ? ct::Padding::kValid
                                : ct::Padding::kExplicit;
   if (attrs.padding == ct::Padding::kExplicit) {

@@ -13,21 +13,20 @@
 namespace conv2d_transpose {
 namespace ops {
 
-Conv2DBackpropOp::Conv2DBackpropOp(
-    const ::tensorflow::Scope& scope, const char* op_type,
-    const char* default_name, ::tensorflow::Input input0,
-    ::tensorflow::Input input1, ::tensorflow::Input input2,
-    const absl::Span<const int>& strides,
-    absl::string_view padding, const Attrs& attrs) {
+Conv2DBackpropOp::Conv2DBackpropOp(const ::tensorflow::Scope& scope, const char* op_type,
+                                   const char* default_name, ::tensorflow::Input input0,
+                                   ::tensorflow::Input input1, ::tensorflow::Input input2,
+                                   const absl::Span<const int>& strides, absl::string_view padding,
+                                   const Attrs& attrs) {
   if (!scope.ok()) return;
   // Without this, NodeBuilder's "Op type not registered" would not say that
   // the fix is loading the plugin, which a C++ program must do itself.
   const tensorflow::OpRegistrationData* registration = nullptr;
   if (!tensorflow::OpRegistry::Global()->LookUp(op_type, &registration).ok()) {
-    scope.UpdateStatus(absl::NotFoundError(
-        std::string("Op type not registered '") + op_type +
-        "': load the plugin library _conv2d_transpose_ops.so first "
-        "(TF_LoadLibrary, or import tf_conv2d_transpose in Python)"));
+    scope.UpdateStatus(
+        absl::NotFoundError(std::string("Op type not registered '") + op_type +
+                            "': load the plugin library _conv2d_transpose_ops.so first "
+                            "(TF_LoadLibrary, or import tf_conv2d_transpose in Python)"));
     return;
   }
   auto node_input0 = ::tensorflow::ops::AsNodeOut(scope, input0);
@@ -57,42 +56,42 @@ Conv2DBackpropOp::Conv2DBackpropOp(
   output = ::tensorflow::Output(node, 0);
 }
 
-Conv2DBackpropInput::Conv2DBackpropInput(
-    const ::tensorflow::Scope& scope, ::tensorflow::Input input_sizes,
-    ::tensorflow::Input filter, ::tensorflow::Input out_backprop,
-    const absl::Span<const int>& strides,
-    absl::string_view padding, const Attrs& attrs)
+Conv2DBackpropInput::Conv2DBackpropInput(const ::tensorflow::Scope& scope,
+                                         ::tensorflow::Input input_sizes,
+                                         ::tensorflow::Input filter,
+                                         ::tensorflow::Input out_backprop,
+                                         const absl::Span<const int>& strides,
+                                         absl::string_view padding, const Attrs& attrs)
     : Conv2DBackpropOp(scope, kConv2DBackpropInputOpType, "Conv2DBackpropInput",
-                       std::move(input_sizes), std::move(filter),
-                       std::move(out_backprop), strides, padding, attrs) {}
+                       std::move(input_sizes), std::move(filter), std::move(out_backprop), strides,
+                       padding, attrs) {}
 
-Conv2DBackpropInput::Conv2DBackpropInput(
-    const ::tensorflow::Scope& scope, ::tensorflow::Input input_sizes,
-    ::tensorflow::Input filter, ::tensorflow::Input out_backprop,
-    const absl::Span<const int>& strides,
-    absl::string_view padding)
-    : Conv2DBackpropInput(scope, std::move(input_sizes), std::move(filter),
-                          std::move(out_backprop), strides, padding, Attrs()) {
-}
+Conv2DBackpropInput::Conv2DBackpropInput(const ::tensorflow::Scope& scope,
+                                         ::tensorflow::Input input_sizes,
+                                         ::tensorflow::Input filter,
+                                         ::tensorflow::Input out_backprop,
+                                         const absl::Span<const int>& strides,
+                                         absl::string_view padding)
+    : Conv2DBackpropInput(scope, std::move(input_sizes), std::move(filter), std::move(out_backprop),
+                          strides, padding, Attrs()) {}
 
-Conv2DBackpropFilter::Conv2DBackpropFilter(
-    const ::tensorflow::Scope& scope, ::tensorflow::Input input,
-    ::tensorflow::Input filter_sizes, ::tensorflow::Input out_backprop,
-    const absl::Span<const int>& strides,
-    absl::string_view padding, const Attrs& attrs)
-    : Conv2DBackpropOp(scope, kConv2DBackpropFilterOpType,
-                       "Conv2DBackpropFilter", std::move(input),
-                       std::move(filter_sizes), std::move(out_backprop),
-                       strides, padding, attrs) {}
+Conv2DBackpropFilter::Conv2DBackpropFilter(const ::tensorflow::Scope& scope,
+                                           ::tensorflow::Input input,
+                                           ::tensorflow::Input filter_sizes,
+                                           ::tensorflow::Input out_backprop,
+                                           const absl::Span<const int>& strides,
+                                           absl::string_view padding, const Attrs& attrs)
+    : Conv2DBackpropOp(scope, kConv2DBackpropFilterOpType, "Conv2DBackpropFilter", std::move(input),
+                       std::move(filter_sizes), std::move(out_backprop), strides, padding, attrs) {}
 
-Conv2DBackpropFilter::Conv2DBackpropFilter(
-    const ::tensorflow::Scope& scope, ::tensorflow::Input input,
-    ::tensorflow::Input filter_sizes, ::tensorflow::Input out_backprop,
-    const absl::Span<const int>& strides,
-    absl::string_view padding)
+Conv2DBackpropFilter::Conv2DBackpropFilter(const ::tensorflow::Scope& scope,
+                                           ::tensorflow::Input input,
+                                           ::tensorflow::Input filter_sizes,
+                                           ::tensorflow::Input out_backprop,
+                                           const absl::Span<const int>& strides,
+                                           absl::string_view padding)
     : Conv2DBackpropFilter(scope, std::move(input), std::move(filter_sizes),
-                           std::move(out_backprop), strides, padding,
-                           Attrs()) {}
+                           std::move(out_backprop), strides, padding, Attrs()) {}
 
 }  // namespace ops
 }  // namespace conv2d_transpose

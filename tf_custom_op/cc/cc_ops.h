@@ -26,10 +26,8 @@ namespace conv2d_transpose {
 namespace ops {
 
 // The op types, as they appear in GraphDefs and SavedModels.
-inline constexpr char kConv2DBackpropInputOpType[] =
-    "Conv2DTranspose>Conv2DBackpropInput";
-inline constexpr char kConv2DBackpropFilterOpType[] =
-    "Conv2DTranspose>Conv2DBackpropFilter";
+inline constexpr char kConv2DBackpropInputOpType[] = "Conv2DTranspose>Conv2DBackpropInput";
+inline constexpr char kConv2DBackpropFilterOpType[] = "Conv2DTranspose>Conv2DBackpropFilter";
 
 // The optional attributes both ops share. As in TensorFlow's generated
 // wrappers, the spans and string views are not owned: what they point to must
@@ -45,8 +43,7 @@ struct Conv2DBackpropAttrs {
 
   // With padding "EXPLICIT": [before, after] for each of the 4 dimensions, in
   // data_format order (batch and depth pairs must be 0). Defaults to [].
-  TF_MUST_USE_RESULT Conv2DBackpropAttrs ExplicitPaddings(
-      const absl::Span<const int>& x) const {
+  TF_MUST_USE_RESULT Conv2DBackpropAttrs ExplicitPaddings(const absl::Span<const int>& x) const {
     Conv2DBackpropAttrs ret = *this;
     ret.explicit_paddings_ = x;
     return ret;
@@ -54,8 +51,7 @@ struct Conv2DBackpropAttrs {
 
   // "NHWC" (default) or "NCHW": the layout of the convolution's input and of
   // out_backprop.
-  TF_MUST_USE_RESULT Conv2DBackpropAttrs DataFormat(
-      absl::string_view x) const {
+  TF_MUST_USE_RESULT Conv2DBackpropAttrs DataFormat(absl::string_view x) const {
     Conv2DBackpropAttrs ret = *this;
     ret.data_format_ = x;
     return ret;
@@ -63,8 +59,7 @@ struct Conv2DBackpropAttrs {
 
   // 4 values in data_format order; batch and depth must be 1. Defaults to
   // [1, 1, 1, 1].
-  TF_MUST_USE_RESULT Conv2DBackpropAttrs Dilations(
-      const absl::Span<const int>& x) const {
+  TF_MUST_USE_RESULT Conv2DBackpropAttrs Dilations(const absl::Span<const int>& x) const {
     Conv2DBackpropAttrs ret = *this;
     ret.dilations_ = x;
     return ret;
@@ -95,12 +90,8 @@ class Conv2DBackpropOp {
   static Attrs ExplicitPaddings(const absl::Span<const int>& x) {
     return Attrs().ExplicitPaddings(x);
   }
-  static Attrs DataFormat(absl::string_view x) {
-    return Attrs().DataFormat(x);
-  }
-  static Attrs Dilations(const absl::Span<const int>& x) {
-    return Attrs().Dilations(x);
-  }
+  static Attrs DataFormat(absl::string_view x) { return Attrs().DataFormat(x); }
+  static Attrs Dilations(const absl::Span<const int>& x) { return Attrs().Dilations(x); }
 
   ::tensorflow::Operation operation;
   ::tensorflow::Output output;
@@ -109,10 +100,9 @@ class Conv2DBackpropOp {
   // Adds a node of `op_type` named after the scope (default `default_name`)
   // with the three inputs and all attributes; on error only the scope's
   // status is set and `operation`/`output` stay empty.
-  Conv2DBackpropOp(const ::tensorflow::Scope& scope, const char* op_type,
-                   const char* default_name, ::tensorflow::Input input0,
-                   ::tensorflow::Input input1, ::tensorflow::Input input2,
-                   const absl::Span<const int>& strides,
+  Conv2DBackpropOp(const ::tensorflow::Scope& scope, const char* op_type, const char* default_name,
+                   ::tensorflow::Input input0, ::tensorflow::Input input1,
+                   ::tensorflow::Input input2, const absl::Span<const int>& strides,
                    absl::string_view padding, const Attrs& attrs);
 };
 
@@ -128,18 +118,13 @@ class Conv2DBackpropOp {
 // T: half, bfloat16, float, double or int32.
 class Conv2DBackpropInput : public Conv2DBackpropOp {
  public:
-  Conv2DBackpropInput(const ::tensorflow::Scope& scope,
-                      ::tensorflow::Input input_sizes,
-                      ::tensorflow::Input filter,
-                      ::tensorflow::Input out_backprop,
-                      const absl::Span<const int>& strides,
-                      absl::string_view padding);
-  Conv2DBackpropInput(const ::tensorflow::Scope& scope,
-                      ::tensorflow::Input input_sizes,
-                      ::tensorflow::Input filter,
-                      ::tensorflow::Input out_backprop,
-                      const absl::Span<const int>& strides,
-                      absl::string_view padding, const Attrs& attrs);
+  Conv2DBackpropInput(const ::tensorflow::Scope& scope, ::tensorflow::Input input_sizes,
+                      ::tensorflow::Input filter, ::tensorflow::Input out_backprop,
+                      const absl::Span<const int>& strides, absl::string_view padding);
+  Conv2DBackpropInput(const ::tensorflow::Scope& scope, ::tensorflow::Input input_sizes,
+                      ::tensorflow::Input filter, ::tensorflow::Input out_backprop,
+                      const absl::Span<const int>& strides, absl::string_view padding,
+                      const Attrs& attrs);
 };
 
 // Gradient of a 2-D convolution with respect to its filter, computed by
@@ -153,18 +138,13 @@ class Conv2DBackpropInput : public Conv2DBackpropOp {
 // T: half, bfloat16, float or double.
 class Conv2DBackpropFilter : public Conv2DBackpropOp {
  public:
-  Conv2DBackpropFilter(const ::tensorflow::Scope& scope,
-                       ::tensorflow::Input input,
-                       ::tensorflow::Input filter_sizes,
-                       ::tensorflow::Input out_backprop,
-                       const absl::Span<const int>& strides,
-                       absl::string_view padding);
-  Conv2DBackpropFilter(const ::tensorflow::Scope& scope,
-                       ::tensorflow::Input input,
-                       ::tensorflow::Input filter_sizes,
-                       ::tensorflow::Input out_backprop,
-                       const absl::Span<const int>& strides,
-                       absl::string_view padding, const Attrs& attrs);
+  Conv2DBackpropFilter(const ::tensorflow::Scope& scope, ::tensorflow::Input input,
+                       ::tensorflow::Input filter_sizes, ::tensorflow::Input out_backprop,
+                       const absl::Span<const int>& strides, absl::string_view padding);
+  Conv2DBackpropFilter(const ::tensorflow::Scope& scope, ::tensorflow::Input input,
+                       ::tensorflow::Input filter_sizes, ::tensorflow::Input out_backprop,
+                       const absl::Span<const int>& strides, absl::string_view padding,
+                       const Attrs& attrs);
 };
 
 }  // namespace ops

@@ -16,10 +16,8 @@ namespace conv2d_transpose {
 // itself, except int32 below.
 template <typename T>
 struct Accumulator {
-  using type = std::conditional_t<(std::is_class_v<T> ||
-                                   std::is_floating_point_v<T>) &&
-                                      (sizeof(T) < sizeof(float)),
-                                  float, T>;
+  using type = std::conditional_t<
+      (std::is_class_v<T> || std::is_floating_point_v<T>) && (sizeof(T) < sizeof(float)), float, T>;
 };
 
 // int32 accumulates in uint32, whose wrap-around is defined and gives the same

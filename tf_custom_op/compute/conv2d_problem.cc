@@ -35,12 +35,8 @@ std::string ShapeString(const std::vector<int64_t>& dims) {
   return os.str();
 }
 
-bool MulOverflows(int64_t a, int64_t b, int64_t* out) {
-  return __builtin_mul_overflow(a, b, out);
-}
-bool AddOverflows(int64_t a, int64_t b, int64_t* out) {
-  return __builtin_add_overflow(a, b, out);
-}
+bool MulOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool AddOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_add_overflow(a, b, out); }
 
 int BatchDim(DataFormat) { return 0; }
 int DepthDim(DataFormat f) { return f == DataFormat::kNHWC ? 3 : 1; }
@@ -68,9 +64,10 @@ Status ValidateConvAttrs(const ConvAttrs& attrs) {
   }
   for (int d : {RowsDim(f), ColsDim(f)}) {
     if (attrs.strides[d] < 1 || attrs.strides[d] > kInt32Max) {
-      return Invalid("Row and column strides should be larger than 0 and fit "
-                     "in int32, got ",
-                     ShapeString(attrs.strides));
+      return Invalid(
+          "Row and column strides should be larger than 0 and fit "
+          "in int32, got ",
+          ShapeString(attrs.strides));
     }
   }
   if (attrs.dilations.size() != 4) {
@@ -83,23 +80,21 @@ Status ValidateConvAttrs(const ConvAttrs& attrs) {
   }
   for (int d : {RowsDim(f), ColsDim(f)}) {
     if (attrs.dilations[d] < 1 || attrs.dilations[d] > kInt32Max) {
-      return Invalid(
-          "Dilated rates should be larger than 0 and fit in int32, got ",
-          ShapeString(attrs.dilations));
+      return Invalid("Dilated rates should be larger than 0 and fit in int32, got ",
+                     ShapeString(attrs.dilations));
     }
   }
   const std::vector<int64_t>& pads = attrs.explicit_paddings;
   if (attrs.padding != Padding::kExplicit) {
     if (!pads.empty()) {
-      return Invalid("explicit_paddings attribute must be empty if the "
-                     "padding attribute is not EXPLICIT");
+      return Invalid(
+          "explicit_paddings attribute must be empty if the "
+          "padding attribute is not EXPLICIT");
     }
     return Status::Ok();
   }
   if (pads.size() != 8) {
-    return Invalid(
-        "explicit_paddings attribute must contain 8 values, but got: ",
-        pads.size());
+    return Invalid("explicit_paddings attribute must contain 8 values, but got: ", pads.size());
   }
   for (int64_t p : pads) {
     if (p < 0) {
@@ -108,26 +103,25 @@ Status ValidateConvAttrs(const ConvAttrs& attrs) {
   }
   for (int d : {BatchDim(f), DepthDim(f)}) {
     if (pads[2 * d] != 0 || pads[2 * d + 1] != 0) {
-      return Invalid("Nonzero explicit padding in the batch or depth "
-                     "dimensions is not supported");
+      return Invalid(
+          "Nonzero explicit padding in the batch or depth "
+          "dimensions is not supported");
     }
   }
   return Status::Ok();
 }
 
-Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
-                          int64_t dilation, int64_t stride, Padding padding,
-                          int64_t explicit_before, int64_t explicit_after,
-                          int64_t* output_size, int64_t* pad_before,
-                          int64_t* pad_after) {
+Status WindowedOutputSize(int64_t input_size, int64_t filter_size, int64_t dilation, int64_t stride,
+                          Padding padding, int64_t explicit_before, int64_t explicit_after,
+                          int64_t* output_size, int64_t* pad_before, int64_t* pad_after) {
   if (stride < 1) return Invalid("Stride must be > 0, but got ", stride);
   // (filter_size - 1) * dilation + 1, overflow-checked; an empty filter gives
   // an effective size of 1 - dilation, as in TensorFlow.
   int64_t effective;
   if (MulOverflows(filter_size - 1, dilation, &effective) ||
       AddOverflows(effective, 1, &effective)) {
-    return Invalid("Effective filter size overflows int64: filter size ",
-                   filter_size, ", dilation ", dilation);
+    return Invalid("Effective filter size overflows int64: filter size ", filter_size,
+                   ", dilation ", dilation);
   }
   int64_t before = 0, after = 0, numerator = 0;
   bool overflow = false;
@@ -147,9 +141,8 @@ Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
       break;
   }
   if (overflow) {
-    return Invalid("Window computation overflows int64: input size ",
-                   input_size, ", effective filter size ", effective,
-                   ", stride ", stride);
+    return Invalid("Window computation overflows int64: input size ", input_size,
+                   ", effective filter size ", effective, ", stride ", stride);
   }
   const int64_t out = numerator / stride;
   if (padding == Padding::kSame && out > 0) {
@@ -160,27 +153,23 @@ Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
     }
   }
   if (out < 0) {
-    return Invalid("Computed output size would be negative: ", out,
-                   " [input_size: ", input_size,
-                   ", effective_filter_size: ", effective,
-                   ", stride: ", stride, "]");
+    return Invalid("Computed output size would be negative: ", out, " [input_size: ", input_size,
+                   ", effective_filter_size: ", effective, ", stride: ", stride, "]");
   }
   // Kernels index with input + pads + effective filter + stride; keep that in
   // range so no later sum can overflow.
   int64_t bound;
-  if (AddOverflows(input_size, before, &bound) ||
-      AddOverflows(bound, after, &bound) ||
+  if (AddOverflows(input_size, before, &bound) || AddOverflows(bound, after, &bound) ||
       AddOverflows(bound, effective > 0 ? effective : 0, &bound) ||
       AddOverflows(bound, stride, &bound)) {
-    return Invalid("Padding is too large: input size ", input_size,
-                   ", padding ", before, "/", after);
+    return Invalid("Padding is too large: input size ", input_size, ", padding ", before, "/",
+                   after);
   }
   *output_size = out;
   *pad_before = before;
   *pad_after = after;
   return Status::Ok();
 }
-
 
 int64_t CheckedProduct(std::initializer_list<int64_t> factors) {
   int64_t product = 1;
@@ -197,10 +186,8 @@ namespace {
 
 // The `input_sizes` tensor of Conv2DBackpropInput as a full input shape (see
 // ValidateBackpropInput).
-Status ResolveInputSizes(const ConvAttrs& attrs,
-                         const std::vector<int64_t>& input_sizes_dims,
-                         const int32_t* input_sizes,
-                         const std::vector<int64_t>& filter_shape,
+Status ResolveInputSizes(const ConvAttrs& attrs, const std::vector<int64_t>& input_sizes_dims,
+                         const int32_t* input_sizes, const std::vector<int64_t>& filter_shape,
                          const std::vector<int64_t>& out_backprop_shape,
                          std::vector<int64_t>* input_shape) {
   if (input_sizes_dims.size() != 1) {
@@ -212,10 +199,10 @@ Status ResolveInputSizes(const ConvAttrs& attrs,
     input_shape->assign(input_sizes, input_sizes + 4);
   } else if (count == 2) {
     if (filter_shape.size() != 4 || out_backprop_shape.size() != 4) {
-      return Invalid("Conv2DBackpropInput: filter and out_backprop must be "
-                     "4-dimensional, got filter shape ",
-                     ShapeString(filter_shape), " and out_backprop shape ",
-                     ShapeString(out_backprop_shape));
+      return Invalid(
+          "Conv2DBackpropInput: filter and out_backprop must be "
+          "4-dimensional, got filter shape ",
+          ShapeString(filter_shape), " and out_backprop shape ", ShapeString(out_backprop_shape));
     }
     const DataFormat f = attrs.data_format;
     input_shape->assign(4, 0);
@@ -224,15 +211,15 @@ Status ResolveInputSizes(const ConvAttrs& attrs,
     (*input_shape)[RowsDim(f)] = input_sizes[0];
     (*input_shape)[ColsDim(f)] = input_sizes[1];
   } else {
-    return Invalid("Conv2DBackpropInput requires input_sizes to contain 4 "
-                   "values or 2 values, but got: ",
-                   count);
+    return Invalid(
+        "Conv2DBackpropInput requires input_sizes to contain 4 "
+        "values or 2 values, but got: ",
+        count);
   }
   for (int64_t d : *input_shape) {
     if (d < 0) {
-      return Invalid(
-          "Conv2DBackpropInput: input_sizes must be non-negative, got ",
-          ShapeString(*input_shape));
+      return Invalid("Conv2DBackpropInput: input_sizes must be non-negative, got ",
+                     ShapeString(*input_shape));
     }
   }
   return Status::Ok();
@@ -240,24 +227,24 @@ Status ResolveInputSizes(const ConvAttrs& attrs,
 
 // The `filter_sizes` tensor of Conv2DBackpropFilter as the filter shape.
 Status ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
-                          const int32_t* filter_sizes,
-                          std::vector<int64_t>* filter_shape) {
+                          const int32_t* filter_sizes, std::vector<int64_t>* filter_shape) {
   if (filter_sizes_dims.size() != 1) {
-    return Invalid(
-        "Conv2DBackpropFilter: filter_sizes input must be 1-dim, not ",
-        filter_sizes_dims.size());
+    return Invalid("Conv2DBackpropFilter: filter_sizes input must be 1-dim, not ",
+                   filter_sizes_dims.size());
   }
   if (filter_sizes_dims[0] != 4) {
-    return Invalid("Conv2DBackpropFilter: filter_sizes must contain 4 values, "
-                   "but got: ",
-                   filter_sizes_dims[0]);
+    return Invalid(
+        "Conv2DBackpropFilter: filter_sizes must contain 4 values, "
+        "but got: ",
+        filter_sizes_dims[0]);
   }
   filter_shape->assign(filter_sizes, filter_sizes + 4);
   for (int64_t d : *filter_shape) {
     if (d < 0) {
-      return Invalid("Conv2DBackpropFilter: filter_sizes must be "
-                     "non-negative, got ",
-                     ShapeString(*filter_shape));
+      return Invalid(
+          "Conv2DBackpropFilter: filter_sizes must be "
+          "non-negative, got ",
+          ShapeString(*filter_shape));
     }
   }
   return Status::Ok();
@@ -265,14 +252,13 @@ Status ResolveFilterSizes(const std::vector<int64_t>& filter_sizes_dims,
 
 // A tensor the op is about to allocate (non-negative dims, `element_bytes`
 // each) must stay within kMaxOutputBytes without overflowing on the way.
-Status CheckOutputSize(const char* label, const char* name,
-                       const std::vector<int64_t>& shape,
+Status CheckOutputSize(const char* label, const char* name, const std::vector<int64_t>& shape,
                        int64_t element_bytes) {
   int64_t bytes = element_bytes;
   for (int64_t d : shape) {
     if (d < 0 || MulOverflows(bytes, d, &bytes) || bytes > kMaxOutputBytes) {
-      return Invalid(label, ": ", name, " shape ", ShapeString(shape),
-                     " is too large (over ", kMaxOutputBytes, " bytes)");
+      return Invalid(label, ": ", name, " shape ", ShapeString(shape), " is too large (over ",
+                     kMaxOutputBytes, " bytes)");
     }
   }
   return Status::Ok();
@@ -281,20 +267,17 @@ Status CheckOutputSize(const char* label, const char* name,
 // What ValidateBackpropInput/Filter both do once the output shape is
 // resolved: bound the output's size, then derive the problem unless the
 // output is empty.
-Status FinishCall(const char* label, const char* output_name,
-                  int64_t element_bytes, const ConvAttrs& attrs,
-                  const std::vector<int64_t>& input_shape,
+Status FinishCall(const char* label, const char* output_name, int64_t element_bytes,
+                  const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
                   const std::vector<int64_t>& filter_shape,
-                  const std::vector<int64_t>& out_backprop_shape,
-                  GradientCall* call) {
-  Status status = CheckOutputSize(label, output_name, call->output_shape,
-                                  element_bytes);
+                  const std::vector<int64_t>& out_backprop_shape, GradientCall* call) {
+  Status status = CheckOutputSize(label, output_name, call->output_shape, element_bytes);
   if (!status.ok()) return status;
   const std::vector<int64_t>& out = call->output_shape;
   if (std::find(out.begin(), out.end(), 0) != out.end()) return Status::Ok();
   ConvProblem problem;
-  status = ComputeConvProblem(label, attrs, input_shape, filter_shape,
-                              out_backprop_shape, &problem);
+  status =
+      ComputeConvProblem(label, attrs, input_shape, filter_shape, out_backprop_shape, &problem);
   if (status.ok()) call->problem = problem;
   return status;
 }
@@ -304,15 +287,13 @@ Status FinishCall(const char* label, const char* output_name,
 Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                           const std::vector<int64_t>& input_shape,
                           const std::vector<int64_t>& filter_shape,
-                          const std::vector<int64_t>& out_backprop_shape,
-                          ConvProblem* problem) {
+                          const std::vector<int64_t>& out_backprop_shape, ConvProblem* problem) {
   if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
   const struct {
     const char* name;
     const std::vector<int64_t>& shape;
-  } tensors[] = {{"input", input_shape},
-                 {"filter", filter_shape},
-                 {"out_backprop", out_backprop_shape}};
+  } tensors[] = {
+      {"input", input_shape}, {"filter", filter_shape}, {"out_backprop", out_backprop_shape}};
   for (const auto& t : tensors) {
     if (t.shape.size() != 4) {
       return Invalid(label, ": ", t.name, " must be 4-dimensional, got shape ",
@@ -320,8 +301,7 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
     }
     for (int64_t d : t.shape) {
       if (d < 0) {
-        return Invalid(label, ": ", t.name, " has a negative dimension: ",
-                       ShapeString(t.shape));
+        return Invalid(label, ": ", t.name, " has a negative dimension: ", ShapeString(t.shape));
       }
     }
     // The kernels multiply dimensions in their own orders, so the product of
@@ -343,8 +323,7 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
     return Invalid(label,
                    ": input and out_backprop must have the same batch size. "
                    "Input batch: ",
-                   p.batch, ", outbackprop batch: ",
-                   out_backprop_shape[BatchDim(f)],
+                   p.batch, ", outbackprop batch: ", out_backprop_shape[BatchDim(f)],
                    ", batch_dim: ", BatchDim(f));
   }
   p.in_rows = input_shape[RowsDim(f)];
@@ -364,9 +343,8 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
     p.groups = p.in_depth / p.filter_in_depth;
   }
   if (p.out_depth != out_backprop_shape[DepthDim(f)]) {
-    return Invalid(label,
-                   ": filter and out_backprop must have the same out_depth: ",
-                   p.out_depth, " vs ", out_backprop_shape[DepthDim(f)]);
+    return Invalid(label, ": filter and out_backprop must have the same out_depth: ", p.out_depth,
+                   " vs ", out_backprop_shape[DepthDim(f)]);
   }
   if (p.out_depth % p.groups != 0) {
     return Invalid(label,
@@ -385,29 +363,24 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
     int64_t input, filter, dilation, stride;
     int64_t *out, *before, *after;
   } spatial[] = {
-      {RowsDim(f), p.in_rows, p.filter_rows, p.dilation_rows, p.stride_rows,
-       &p.out_rows, &p.pad_top, &p.pad_bottom},
-      {ColsDim(f), p.in_cols, p.filter_cols, p.dilation_cols, p.stride_cols,
-       &p.out_cols, &p.pad_left, &p.pad_right},
+      {RowsDim(f), p.in_rows, p.filter_rows, p.dilation_rows, p.stride_rows, &p.out_rows,
+       &p.pad_top, &p.pad_bottom},
+      {ColsDim(f), p.in_cols, p.filter_cols, p.dilation_cols, p.stride_cols, &p.out_cols,
+       &p.pad_left, &p.pad_right},
   };
   for (const Spatial& s : spatial) {
-    const int64_t before =
-        explicit_pads ? attrs.explicit_paddings[2 * s.dim] : 0;
-    const int64_t after =
-        explicit_pads ? attrs.explicit_paddings[2 * s.dim + 1] : 0;
-    const Status window =
-        WindowedOutputSize(s.input, s.filter, s.dilation, s.stride,
-                           attrs.padding, before, after, s.out, s.before,
-                           s.after);
+    const int64_t before = explicit_pads ? attrs.explicit_paddings[2 * s.dim] : 0;
+    const int64_t after = explicit_pads ? attrs.explicit_paddings[2 * s.dim + 1] : 0;
+    const Status window = WindowedOutputSize(s.input, s.filter, s.dilation, s.stride, attrs.padding,
+                                             before, after, s.out, s.before, s.after);
     if (!window.ok()) return window.WithPrefix(Cat(label, ": "));
     const int64_t actual = out_backprop_shape[s.dim];
     if (*s.out != actual) {
       return Invalid(label,
                      ": Size of out_backprop doesn't match computed: "
                      "actual = ",
-                     actual, ", computed = ", *s.out, " spatial_dim: ", s.dim,
-                     " input: ", s.input, " filter: ", s.filter,
-                     " output: ", actual, " stride: ", s.stride,
+                     actual, ", computed = ", *s.out, " spatial_dim: ", s.dim, " input: ", s.input,
+                     " filter: ", s.filter, " output: ", actual, " stride: ", s.stride,
                      " dilation: ", s.dilation);
     }
   }
@@ -415,38 +388,31 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
   return Status::Ok();
 }
 
-Status ValidateBackpropInput(const ConvAttrs& attrs,
-                             const std::vector<int64_t>& input_sizes_dims,
-                             const int32_t* input_sizes,
-                             const std::vector<int64_t>& filter_shape,
-                             const std::vector<int64_t>& out_backprop_shape,
-                             int64_t element_bytes, GradientCall* call) {
+Status ValidateBackpropInput(const ConvAttrs& attrs, const std::vector<int64_t>& input_sizes_dims,
+                             const int32_t* input_sizes, const std::vector<int64_t>& filter_shape,
+                             const std::vector<int64_t>& out_backprop_shape, int64_t element_bytes,
+                             GradientCall* call) {
   GradientCall result;
-  Status status = ResolveInputSizes(attrs, input_sizes_dims, input_sizes,
-                                    filter_shape, out_backprop_shape,
-                                    &result.output_shape);
+  Status status = ResolveInputSizes(attrs, input_sizes_dims, input_sizes, filter_shape,
+                                    out_backprop_shape, &result.output_shape);
   if (status.ok()) {
-    status = FinishCall("Conv2DBackpropInput", "input", element_bytes, attrs,
-                        result.output_shape, filter_shape, out_backprop_shape,
-                        &result);
+    status = FinishCall("Conv2DBackpropInput", "input", element_bytes, attrs, result.output_shape,
+                        filter_shape, out_backprop_shape, &result);
   }
   if (status.ok()) *call = std::move(result);
   return status;
 }
 
-Status ValidateBackpropFilter(const ConvAttrs& attrs,
-                              const std::vector<int64_t>& input_shape,
+Status ValidateBackpropFilter(const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
                               const std::vector<int64_t>& filter_sizes_dims,
                               const int32_t* filter_sizes,
-                              const std::vector<int64_t>& out_backprop_shape,
-                              int64_t element_bytes, GradientCall* call) {
+                              const std::vector<int64_t>& out_backprop_shape, int64_t element_bytes,
+                              GradientCall* call) {
   GradientCall result;
-  Status status =
-      ResolveFilterSizes(filter_sizes_dims, filter_sizes, &result.output_shape);
+  Status status = ResolveFilterSizes(filter_sizes_dims, filter_sizes, &result.output_shape);
   if (status.ok()) {
-    status = FinishCall("Conv2DBackpropFilter", "filter", element_bytes, attrs,
-                        input_shape, result.output_shape, out_backprop_shape,
-                        &result);
+    status = FinishCall("Conv2DBackpropFilter", "filter", element_bytes, attrs, input_shape,
+                        result.output_shape, out_backprop_shape, &result);
   }
   if (status.ok()) *call = std::move(result);
   return status;

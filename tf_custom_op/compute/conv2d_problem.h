@@ -45,20 +45,16 @@ struct ConvProblem {
   DataFormat data_format = DataFormat::kNHWC;
 
   int64_t out_depth_per_group() const { return out_depth / groups; }
-  int64_t input_elements() const {
-    return batch * in_rows * in_cols * in_depth;
-  }
+  int64_t input_elements() const { return batch * in_rows * in_cols * in_depth; }
   int64_t filter_elements() const {
     return filter_rows * filter_cols * filter_in_depth * out_depth;
   }
-  int64_t out_backprop_elements() const {
-    return batch * out_rows * out_cols * out_depth;
-  }
+  int64_t out_backprop_elements() const { return batch * out_rows * out_cols * out_depth; }
   bool nhwc() const { return data_format == DataFormat::kNHWC; }
   // Multiply-adds of the dense computation, times two.
   double flops() const {
-    return 2.0 * static_cast<double>(batch) * out_rows * out_cols * out_depth *
-           filter_rows * filter_cols * filter_in_depth;
+    return 2.0 * static_cast<double>(batch) * out_rows * out_cols * out_depth * filter_rows *
+           filter_cols * filter_in_depth;
   }
   // Shape of the input (= Conv2DBackpropInput output) in data_format order.
   std::vector<int64_t> input_shape() const;
@@ -88,8 +84,7 @@ Status ValidateConvAttrs(const ConvAttrs& attrs);
 Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                           const std::vector<int64_t>& input_shape,
                           const std::vector<int64_t>& filter_shape,
-                          const std::vector<int64_t>& out_backprop_shape,
-                          ConvProblem* problem);
+                          const std::vector<int64_t>& out_backprop_shape, ConvProblem* problem);
 
 // One validated call of a gradient op: the shape of the tensor it produces
 // and, when that tensor has elements, the problem to compute. An empty result
@@ -108,29 +103,24 @@ struct GradientCall {
 // come from out_backprop and the filter, as TensorFlow does) resolved into
 // the output shape (data_format order), that output's size in bytes
 // (`element_bytes` each) against kMaxOutputBytes, then the problem.
-Status ValidateBackpropInput(const ConvAttrs& attrs,
-                             const std::vector<int64_t>& input_sizes_dims,
-                             const int32_t* input_sizes,
-                             const std::vector<int64_t>& filter_shape,
-                             const std::vector<int64_t>& out_backprop_shape,
-                             int64_t element_bytes, GradientCall* call);
+Status ValidateBackpropInput(const ConvAttrs& attrs, const std::vector<int64_t>& input_sizes_dims,
+                             const int32_t* input_sizes, const std::vector<int64_t>& filter_shape,
+                             const std::vector<int64_t>& out_backprop_shape, int64_t element_bytes,
+                             GradientCall* call);
 
 // The same for Conv2DBackpropFilter: `filter_sizes` (1-D, 4 non-negative
 // values) resolved into the output (filter) shape, its size, the problem.
-Status ValidateBackpropFilter(const ConvAttrs& attrs,
-                              const std::vector<int64_t>& input_shape,
+Status ValidateBackpropFilter(const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
                               const std::vector<int64_t>& filter_sizes_dims,
                               const int32_t* filter_sizes,
-                              const std::vector<int64_t>& out_backprop_shape,
-                              int64_t element_bytes, GradientCall* call);
+                              const std::vector<int64_t>& out_backprop_shape, int64_t element_bytes,
+                              GradientCall* call);
 
 // One spatial dimension of a forward convolution, TensorFlow's rules: the
 // output size and the padding before/after for SAME/VALID/EXPLICIT.
-Status WindowedOutputSize(int64_t input_size, int64_t filter_size,
-                          int64_t dilation, int64_t stride, Padding padding,
-                          int64_t explicit_before, int64_t explicit_after,
-                          int64_t* output_size, int64_t* pad_before,
-                          int64_t* pad_after);
+Status WindowedOutputSize(int64_t input_size, int64_t filter_size, int64_t dilation, int64_t stride,
+                          Padding padding, int64_t explicit_before, int64_t explicit_after,
+                          int64_t* output_size, int64_t* pad_before, int64_t* pad_after);
 
 }  // namespace conv2d_transpose
 

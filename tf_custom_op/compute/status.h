@@ -43,8 +43,7 @@ class [[nodiscard]] Status {
   }
 
  private:
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   StatusCode code_ = StatusCode::kOk;
   std::string message_;

@@ -13,8 +13,7 @@ namespace {
 
 conv2d_transpose::ParallelFor WorkerPool(OpKernelContext* ctx) {
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  return [pool](int64_t total, int64_t cost,
-                const std::function<void(int64_t, int64_t)>& work) {
+  return [pool](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& work) {
     pool->ParallelFor(total, cost, work);
   };
 }
@@ -23,47 +22,38 @@ conv2d_transpose::ParallelFor WorkerPool(OpKernelContext* ctx) {
 
 // Allocates the compute function's workspace, then runs it on the pool.
 template <typename T, typename Compute>
-void RunOnCpu(OpKernelContext* ctx, int64_t workspace_bytes, const Tensor& a,
-              const Tensor& b, Tensor* output, Compute compute) {
+void RunOnCpu(OpKernelContext* ctx, int64_t workspace_bytes, const Tensor& a, const Tensor& b,
+              Tensor* output, Compute compute) {
   Tensor workspace;
   void* workspace_data;
-  OP_REQUIRES_OK(ctx, AllocateWorkspace(ctx, workspace_bytes, &workspace,
-                                        &workspace_data));
-  compute(a.flat<T>().data(), b.flat<T>().data(), output->flat<T>().data(),
-          workspace_data, WorkerPool(ctx));
+  OP_REQUIRES_OK(ctx, AllocateWorkspace(ctx, workspace_bytes, &workspace, &workspace_data));
+  compute(a.flat<T>().data(), b.flat<T>().data(), output->flat<T>().data(), workspace_data,
+          WorkerPool(ctx));
 }
 
 template <typename T>
 struct BackpropInputLauncher<CPUDevice, T> {
-  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
-                  const Tensor& filter, const Tensor& out_backprop,
-                  Tensor* output) {
-    RunOnCpu<T>(
-        ctx,
-        conv2d_transpose::Conv2DBackpropInputCpuWorkspaceBytes<T>(problem),
-        filter, out_backprop, output,
-        [&problem](const T* f, const T* dy, T* dx, void* workspace,
-                   const conv2d_transpose::ParallelFor& pool) {
-          conv2d_transpose::Conv2DBackpropInputCpu<T>(problem, f, dy, dx,
-                                                      workspace, pool);
-        });
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem, const Tensor& filter,
+                  const Tensor& out_backprop, Tensor* output) {
+    RunOnCpu<T>(ctx, conv2d_transpose::Conv2DBackpropInputCpuWorkspaceBytes<T>(problem), filter,
+                out_backprop, output,
+                [&problem](const T* f, const T* dy, T* dx, void* workspace,
+                           const conv2d_transpose::ParallelFor& pool) {
+                  conv2d_transpose::Conv2DBackpropInputCpu<T>(problem, f, dy, dx, workspace, pool);
+                });
   }
 };
 
 template <typename T>
 struct BackpropFilterLauncher<CPUDevice, T> {
-  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
-                  const Tensor& input, const Tensor& out_backprop,
-                  Tensor* output) {
-    RunOnCpu<T>(
-        ctx,
-        conv2d_transpose::Conv2DBackpropFilterCpuWorkspaceBytes<T>(problem),
-        input, out_backprop, output,
-        [&problem](const T* x, const T* dy, T* dw, void* workspace,
-                   const conv2d_transpose::ParallelFor& pool) {
-          conv2d_transpose::Conv2DBackpropFilterCpu<T>(problem, x, dy, dw,
-                                                       workspace, pool);
-        });
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem, const Tensor& input,
+                  const Tensor& out_backprop, Tensor* output) {
+    RunOnCpu<T>(ctx, conv2d_transpose::Conv2DBackpropFilterCpuWorkspaceBytes<T>(problem), input,
+                out_backprop, output,
+                [&problem](const T* x, const T* dy, T* dw, void* workspace,
+                           const conv2d_transpose::ParallelFor& pool) {
+                  conv2d_transpose::Conv2DBackpropFilterCpu<T>(problem, x, dy, dw, workspace, pool);
+                });
   }
 };
 

@@ -41,41 +41,34 @@ typename CudaType<T>::type* Cuda(Tensor* t) {
   return reinterpret_cast<typename CudaType<T>::type*>(t->flat<T>().data());
 }
 
-cudaStream_t Stream(OpKernelContext* ctx) {
-  return ctx->eigen_device<GPUDevice>().stream();
-}
+cudaStream_t Stream(OpKernelContext* ctx) { return ctx->eigen_device<GPUDevice>().stream(); }
 
 absl::Status LaunchStatus(const char* what, cudaError_t error) {
   if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(std::string(what) + " launch failed: " +
-                             cudaGetErrorString(error));
+  return absl::InternalError(std::string(what) + " launch failed: " + cudaGetErrorString(error));
 }
 
 }  // namespace
 
 template <typename T>
 struct BackpropInputLauncher<GPUDevice, T> {
-  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
-                  const Tensor& filter, const Tensor& out_backprop,
-                  Tensor* output) {
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem, const Tensor& filter,
+                  const Tensor& out_backprop, Tensor* output) {
     OP_REQUIRES_OK(ctx, LaunchStatus("Conv2DBackpropInput",
                                      conv2d_transpose::Conv2DBackpropInputGpu(
-                                         problem, Cuda<T>(filter),
-                                         Cuda<T>(out_backprop), Cuda<T>(output),
-                                         Stream(ctx))));
+                                         problem, Cuda<T>(filter), Cuda<T>(out_backprop),
+                                         Cuda<T>(output), Stream(ctx))));
   }
 };
 
 template <typename T>
 struct BackpropFilterLauncher<GPUDevice, T> {
-  static void Run(OpKernelContext* ctx, const ConvProblem& problem,
-                  const Tensor& input, const Tensor& out_backprop,
-                  Tensor* output) {
+  static void Run(OpKernelContext* ctx, const ConvProblem& problem, const Tensor& input,
+                  const Tensor& out_backprop, Tensor* output) {
     OP_REQUIRES_OK(ctx, LaunchStatus("Conv2DBackpropFilter",
                                      conv2d_transpose::Conv2DBackpropFilterGpu(
-                                         problem, Cuda<T>(input),
-                                         Cuda<T>(out_backprop), Cuda<T>(output),
-                                         Stream(ctx))));
+                                         problem, Cuda<T>(input), Cuda<T>(out_backprop),
+                                         Cuda<T>(output), Stream(ctx))));
   }
 };
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "tf_custom_op/compute/conv2d_problem.h"
-#include "tf_custom_op/compute/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/compute/status.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {
@@ -52,8 +52,7 @@ inline absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) 
   TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &strides));
   TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &dilations));
   TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
-  TF_RETURN_IF_ERROR(
-      ctx->GetAttr("explicit_paddings", &attrs->explicit_paddings));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &attrs->explicit_paddings));
   TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &data_format));
   attrs->strides.assign(strides.begin(), strides.end());
   attrs->dilations.assign(dilations.begin(), dilations.end());
@@ -77,15 +76,14 @@ inline absl::Status ParseConvAttrs(OpKernelConstruction* ctx, ConvAttrs* attrs) 
 }
 
 // Scratch memory from TensorFlow's allocator (64-byte aligned); null if none.
-inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
-                               Tensor* workspace, void** data) {
+inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes, Tensor* workspace,
+                                      void** data) {
   *data = nullptr;
   if (bytes < 0) {
     return absl::InvalidArgumentError("workspace size overflows int64");
   }
   if (bytes == 0) return absl::OkStatus();
-  TF_RETURN_IF_ERROR(
-      ctx->allocate_temp(DT_INT8, TensorShape({bytes}), workspace));
+  TF_RETURN_IF_ERROR(ctx->allocate_temp(DT_INT8, TensorShape({bytes}), workspace));
   *data = workspace->flat<int8>().data();
   return absl::OkStatus();
 }
@@ -93,11 +91,9 @@ inline absl::Status AllocateWorkspace(OpKernelContext* ctx, int64_t bytes,
 // Both kernels validate the whole call first (the compute layer's
 // ValidateBackpropInput/Filter), then allocate the output; an empty output is
 // returned as it is (the call then has no problem: see GradientCall).
-inline absl::Status AllocateOutput(OpKernelContext* ctx,
-                                   const std::vector<int64_t>& shape,
+inline absl::Status AllocateOutput(OpKernelContext* ctx, const std::vector<int64_t>& shape,
                                    Tensor** output) {
-  return ctx->allocate_output(
-      0, TensorShape(absl::Span<const int64_t>(shape)), output);
+  return ctx->allocate_output(0, TensorShape(absl::Span<const int64_t>(shape)), output);
 }
 
 // What each device provides: Run(ctx, problem, inputs..., output) computes
@@ -120,15 +116,12 @@ class Conv2DBackpropInputOp : public OpKernel {
     const Tensor& out_backprop = ctx->input(2);
     GradientCall call;
     OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropInput(
-                            attrs_, Dims(input_sizes.shape()),
-                            input_sizes.flat<int32>().data(),
-                            Dims(filter.shape()), Dims(out_backprop.shape()),
-                            sizeof(T), &call)));
+                            attrs_, Dims(input_sizes.shape()), input_sizes.flat<int32>().data(),
+                            Dims(filter.shape()), Dims(out_backprop.shape()), sizeof(T), &call)));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, AllocateOutput(ctx, call.output_shape, &output));
     if (!call.problem) return;
-    BackpropInputLauncher<Device, T>::Run(ctx, *call.problem, filter,
-                                          out_backprop, output);
+    BackpropInputLauncher<Device, T>::Run(ctx, *call.problem, filter, out_backprop, output);
   }
 
  private:
@@ -147,16 +140,14 @@ class Conv2DBackpropFilterOp : public OpKernel {
     const Tensor& filter_sizes = ctx->input(1);
     const Tensor& out_backprop = ctx->input(2);
     GradientCall call;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropFilter(
-                            attrs_, Dims(input.shape()),
-                            Dims(filter_sizes.shape()),
-                            filter_sizes.flat<int32>().data(),
-                            Dims(out_backprop.shape()), sizeof(T), &call)));
+    OP_REQUIRES_OK(
+        ctx, ToStatus(conv2d_transpose::ValidateBackpropFilter(
+                 attrs_, Dims(input.shape()), Dims(filter_sizes.shape()),
+                 filter_sizes.flat<int32>().data(), Dims(out_backprop.shape()), sizeof(T), &call)));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, AllocateOutput(ctx, call.output_shape, &output));
     if (!call.problem) return;
-    BackpropFilterLauncher<Device, T>::Run(ctx, *call.problem, input,
-                                           out_backprop, output);
+    BackpropFilterLauncher<Device, T>::Run(ctx, *call.problem, input, out_backprop, output);
   }
 
  private:
@@ -169,27 +160,27 @@ class Conv2DBackpropFilterOp : public OpKernel {
 // Registers both ops' kernels for one device (DEVICE_CPU / DEVICE_GPU and its
 // launcher tag), every dtype of the op definitions, sizes in host memory.
 // Expands inside namespace tensorflow::conv2d_kernels.
-#define CONV2D_TRANSPOSE_REGISTER_INPUT(T, DEVICE_TYPE, DEVICE_TAG)              \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput")   \
-                              .Device(DEVICE_TYPE)                           \
-                              .TypeConstraint<T>("T")                   \
-                              .HostMemory("input_sizes"),               \
+#define CONV2D_TRANSPOSE_REGISTER_INPUT(T, DEVICE_TYPE, DEVICE_TAG)   \
+  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropInput") \
+                              .Device(DEVICE_TYPE)                    \
+                              .TypeConstraint<T>("T")                 \
+                              .HostMemory("input_sizes"),             \
                           Conv2DBackpropInputOp<DEVICE_TAG, T>)
-#define CONV2D_TRANSPOSE_REGISTER_FILTER(T, DEVICE_TYPE, DEVICE_TAG)             \
-  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter")  \
-                              .Device(DEVICE_TYPE)                           \
-                              .TypeConstraint<T>("T")                   \
-                              .HostMemory("filter_sizes"),              \
+#define CONV2D_TRANSPOSE_REGISTER_FILTER(T, DEVICE_TYPE, DEVICE_TAG)   \
+  REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter") \
+                              .Device(DEVICE_TYPE)                     \
+                              .TypeConstraint<T>("T")                  \
+                              .HostMemory("filter_sizes"),             \
                           Conv2DBackpropFilterOp<DEVICE_TAG, T>)
-#define CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_TYPE, DEVICE_TAG)                    \
-  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::half, DEVICE_TYPE, DEVICE_TAG);              \
-  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG);          \
-  CONV2D_TRANSPOSE_REGISTER_INPUT(float, DEVICE_TYPE, DEVICE_TAG);                    \
-  CONV2D_TRANSPOSE_REGISTER_INPUT(double, DEVICE_TYPE, DEVICE_TAG);                   \
-  CONV2D_TRANSPOSE_REGISTER_INPUT(int32, DEVICE_TYPE, DEVICE_TAG);                    \
-  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::half, DEVICE_TYPE, DEVICE_TAG);             \
-  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG);         \
-  CONV2D_TRANSPOSE_REGISTER_FILTER(float, DEVICE_TYPE, DEVICE_TAG);                   \
+#define CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_TYPE, DEVICE_TAG)            \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::half, DEVICE_TYPE, DEVICE_TAG);      \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG);  \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(float, DEVICE_TYPE, DEVICE_TAG);            \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(double, DEVICE_TYPE, DEVICE_TAG);           \
+  CONV2D_TRANSPOSE_REGISTER_INPUT(int32, DEVICE_TYPE, DEVICE_TAG);            \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::half, DEVICE_TYPE, DEVICE_TAG);     \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(Eigen::bfloat16, DEVICE_TYPE, DEVICE_TAG); \
+  CONV2D_TRANSPOSE_REGISTER_FILTER(float, DEVICE_TYPE, DEVICE_TAG);           \
   CONV2D_TRANSPOSE_REGISTER_FILTER(double, DEVICE_TYPE, DEVICE_TAG)
 
 #endif  // TF_CONV2D_TRANSPOSE_CONV2D_KERNELS_H_

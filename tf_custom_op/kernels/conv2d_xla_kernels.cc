@@ -22,13 +22,13 @@
 #include <utility>
 #include <vector>
 
-#include "tf_custom_op/kernels/conv2d_kernels.h"
-#include "tf_custom_op/compute/conv2d_problem.h"
 #include "tensorflow/compiler/tf2xla/type_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
-#include "xla/hlo/builder/xla_builder.h"
+#include "tf_custom_op/compute/conv2d_problem.h"
+#include "tf_custom_op/kernels/conv2d_kernels.h"
 #include "xla/hlo/builder/lib/constants.h"
+#include "xla/hlo/builder/xla_builder.h"
 
 namespace tensorflow {
 namespace conv2d_kernels {
@@ -53,8 +53,7 @@ xla::XlaOp ZerosOf(xla::XlaBuilder* builder, xla::PrimitiveType type,
 }
 
 // Reads a compile-time constant size input as int32 values (the op's type).
-absl::Status ConstantSizes(XlaOpKernelContext* ctx, int index,
-                           std::vector<int32_t>* values) {
+absl::Status ConstantSizes(XlaOpKernelContext* ctx, int index, std::vector<int32_t>* values) {
   std::vector<int64_t> wide;
   TF_RETURN_IF_ERROR(ctx->ConstantInputAsIntVector(index, &wide));
   values->assign(wide.begin(), wide.end());
@@ -72,11 +71,10 @@ xla::XlaOp TransposedKernel(xla::XlaOp filter, const ConvProblem& p) {
   if (groups == 1) return xla::Transpose(filter, {0, 1, 3, 2});
   const int64_t out_per_group = p.out_depth_per_group();
   xla::XlaOp split = xla::Reshape(
-      filter,
-      {p.filter_rows, p.filter_cols, p.filter_in_depth, groups, out_per_group});
+      filter, {p.filter_rows, p.filter_cols, p.filter_in_depth, groups, out_per_group});
   xla::XlaOp swapped = xla::Transpose(split, {0, 1, 4, 3, 2});
-  return xla::Reshape(swapped, {p.filter_rows, p.filter_cols, out_per_group,
-                                groups * p.filter_in_depth});
+  return xla::Reshape(swapped,
+                      {p.filter_rows, p.filter_cols, out_per_group, groups * p.filter_in_depth});
 }
 
 // The input gradient: out_backprop dilated by the strides, convolved with the
@@ -89,8 +87,7 @@ xla::XlaOp TransposedKernel(xla::XlaOp filter, const ConvProblem& p) {
 // spatial dimension of filter size 2, stride 2 and no padding for a "group"
 // dimension when it swaps the operands of a small convolution, and a CHECK
 // fails (the process aborts); a reversed window never takes that path.
-xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop,
-                            const ConvProblem& p) {
+xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const ConvProblem& p) {
   const Layout layout = LayoutOf(p.data_format);
   xla::ConvolutionDimensionNumbers dims;
   dims.set_input_batch_dimension(layout.batch);
@@ -110,10 +107,8 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop,
     int64_t in, out, filter, stride, dilation, pad_before;
   };
   const Axis axes[2] = {
-      {p.in_rows, p.out_rows, p.filter_rows, p.stride_rows, p.dilation_rows,
-       p.pad_top},
-      {p.in_cols, p.out_cols, p.filter_cols, p.stride_cols, p.dilation_cols,
-       p.pad_left}};
+      {p.in_rows, p.out_rows, p.filter_rows, p.stride_rows, p.dilation_rows, p.pad_top},
+      {p.in_cols, p.out_cols, p.filter_cols, p.stride_cols, p.dilation_cols, p.pad_left}};
   std::vector<std::pair<int64_t, int64_t>> padding;
   std::vector<int64_t> slice_start(4, 0), slice_limit = p.input_shape();
   bool sliced = false;
@@ -133,13 +128,13 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop,
     slice_limit[dim] = slice_start[dim] + a.in;
     sliced |= clamped_before != before || clamped_after != after;
   }
-  xla::XlaOp result = xla::ConvGeneralDilated(
-      out_backprop, TransposedKernel(filter, p), /*window_strides=*/{1, 1},
-      padding, /*lhs_dilation=*/{p.stride_rows, p.stride_cols},
-      /*rhs_dilation=*/{p.dilation_rows, p.dilation_cols}, dims,
-      /*feature_group_count=*/p.groups, /*batch_group_count=*/1,
-      /*precision_config=*/nullptr, /*preferred_element_type=*/std::nullopt,
-      /*window_reversal=*/std::vector<bool>{true, true});
+  xla::XlaOp result =
+      xla::ConvGeneralDilated(out_backprop, TransposedKernel(filter, p), /*window_strides=*/{1, 1},
+                              padding, /*lhs_dilation=*/{p.stride_rows, p.stride_cols},
+                              /*rhs_dilation=*/{p.dilation_rows, p.dilation_cols}, dims,
+                              /*feature_group_count=*/p.groups, /*batch_group_count=*/1,
+                              /*precision_config=*/nullptr, /*preferred_element_type=*/std::nullopt,
+                              /*window_reversal=*/std::vector<bool>{true, true});
   if (!sliced) return result;
   return xla::Slice(result, slice_start, slice_limit, {1, 1, 1, 1});
 }
@@ -152,8 +147,8 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop,
 // missing ones are zero padding, so every pad XLA sees is non-negative.
 // Returns false when some dimension has no input row in any window (the
 // gradient is then all zeros).
-bool BackpropFilterXla(xla::XlaOp input, xla::XlaOp out_backprop,
-                       const ConvProblem& p, xla::XlaOp* result) {
+bool BackpropFilterXla(xla::XlaOp input, xla::XlaOp out_backprop, const ConvProblem& p,
+                       xla::XlaOp* result) {
   const Layout layout = LayoutOf(p.data_format);
   xla::ConvolutionDimensionNumbers dims;
   dims.set_input_batch_dimension(layout.feature);
@@ -172,10 +167,10 @@ bool BackpropFilterXla(xla::XlaOp input, xla::XlaOp out_backprop,
   struct Axis {
     int64_t dim, in, out, filter, stride, dilation, pad_before;
   };
-  const Axis axes[2] = {{layout.rows, p.in_rows, p.out_rows, p.filter_rows,
-                         p.stride_rows, p.dilation_rows, p.pad_top},
-                        {layout.cols, p.in_cols, p.out_cols, p.filter_cols,
-                         p.stride_cols, p.dilation_cols, p.pad_left}};
+  const Axis axes[2] = {{layout.rows, p.in_rows, p.out_rows, p.filter_rows, p.stride_rows,
+                         p.dilation_rows, p.pad_top},
+                        {layout.cols, p.in_cols, p.out_cols, p.filter_cols, p.stride_cols,
+                         p.dilation_cols, p.pad_left}};
   std::vector<std::pair<int64_t, int64_t>> padding;
   for (const Axis& a : axes) {
     const int64_t span = (a.filter - 1) * a.dilation + 1 + (a.out - 1) * a.stride;
@@ -184,19 +179,17 @@ bool BackpropFilterXla(xla::XlaOp input, xla::XlaOp out_backprop,
     if (used < a.in) input = xla::SliceInDim(input, 0, used, 1, a.dim);
     padding.emplace_back(a.pad_before, span - a.pad_before - used);
   }
-  *result = xla::ConvGeneralDilated(
-      input, out_backprop,
-      /*window_strides=*/{p.dilation_rows, p.dilation_cols}, padding,
-      /*lhs_dilation=*/{1, 1},
-      /*rhs_dilation=*/{p.stride_rows, p.stride_cols}, dims,
-      /*feature_group_count=*/1, /*batch_group_count=*/p.groups);
+  *result = xla::ConvGeneralDilated(input, out_backprop,
+                                    /*window_strides=*/{p.dilation_rows, p.dilation_cols}, padding,
+                                    /*lhs_dilation=*/{1, 1},
+                                    /*rhs_dilation=*/{p.stride_rows, p.stride_cols}, dims,
+                                    /*feature_group_count=*/1, /*batch_group_count=*/p.groups);
   return true;
 }
 
 class Conv2DBackpropInputXlaOp : public XlaOpKernel {
  public:
-  explicit Conv2DBackpropInputXlaOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx) {
+  explicit Conv2DBackpropInputXlaOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
   }
 
@@ -206,17 +199,16 @@ class Conv2DBackpropInputXlaOp : public XlaOpKernel {
     xla::PrimitiveType type;
     OP_REQUIRES_OK(ctx, DataTypeToPrimitiveType(ctx->input_type(1), &type));
     GradientCall call;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropInput(
-                            attrs_, Dims(ctx->InputShape(0)), sizes.data(),
-                            Dims(ctx->InputShape(1)), Dims(ctx->InputShape(2)),
-                            DataTypeSize(ctx->input_type(1)), &call)));
+    OP_REQUIRES_OK(ctx,
+                   ToStatus(conv2d_transpose::ValidateBackpropInput(
+                       attrs_, Dims(ctx->InputShape(0)), sizes.data(), Dims(ctx->InputShape(1)),
+                       Dims(ctx->InputShape(2)), DataTypeSize(ctx->input_type(1)), &call)));
     if (!call.problem || call.problem->filter_elements() == 0 ||
         call.problem->out_backprop_elements() == 0) {
       ctx->SetOutput(0, ZerosOf(ctx->builder(), type, call.output_shape));
       return;
     }
-    ctx->SetOutput(
-        0, BackpropInputXla(ctx->Input(1), ctx->Input(2), *call.problem));
+    ctx->SetOutput(0, BackpropInputXla(ctx->Input(1), ctx->Input(2), *call.problem));
   }
 
  private:
@@ -225,8 +217,7 @@ class Conv2DBackpropInputXlaOp : public XlaOpKernel {
 
 class Conv2DBackpropFilterXlaOp : public XlaOpKernel {
  public:
-  explicit Conv2DBackpropFilterXlaOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx) {
+  explicit Conv2DBackpropFilterXlaOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
   }
 
@@ -236,16 +227,14 @@ class Conv2DBackpropFilterXlaOp : public XlaOpKernel {
     xla::PrimitiveType type;
     OP_REQUIRES_OK(ctx, DataTypeToPrimitiveType(ctx->input_type(0), &type));
     GradientCall call;
-    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateBackpropFilter(
-                            attrs_, Dims(ctx->InputShape(0)),
-                            Dims(ctx->InputShape(1)), sizes.data(),
-                            Dims(ctx->InputShape(2)),
-                            DataTypeSize(ctx->input_type(0)), &call)));
+    OP_REQUIRES_OK(ctx,
+                   ToStatus(conv2d_transpose::ValidateBackpropFilter(
+                       attrs_, Dims(ctx->InputShape(0)), Dims(ctx->InputShape(1)), sizes.data(),
+                       Dims(ctx->InputShape(2)), DataTypeSize(ctx->input_type(0)), &call)));
     xla::XlaOp result;
     if (!call.problem || call.problem->input_elements() == 0 ||
         call.problem->out_backprop_elements() == 0 ||
-        !BackpropFilterXla(ctx->Input(0), ctx->Input(2), *call.problem,
-                           &result)) {
+        !BackpropFilterXla(ctx->Input(0), ctx->Input(2), *call.problem, &result)) {
       result = ZerosOf(ctx->builder(), type, call.output_shape);
     }
     ctx->SetOutput(0, result);
@@ -270,13 +259,12 @@ REGISTER_XLA_OP(Name("Conv2DTranspose>Conv2DBackpropFilter")
 // to cuDNN, which has no int32 convolution: int32 stays off that device, and
 // TensorFlow's "no registered kernel" error names the type.
 const std::vector<DataType>& FloatTypes() {
-  static const auto* types =
-      new std::vector<DataType>{DT_HALF, DT_BFLOAT16, DT_FLOAT, DT_DOUBLE};
+  static const auto* types = new std::vector<DataType>{DT_HALF, DT_BFLOAT16, DT_FLOAT, DT_DOUBLE};
   return *types;
 }
 const std::vector<DataType>& InputOpCpuTypes() {
-  static const auto* types = new std::vector<DataType>{
-      DT_HALF, DT_BFLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32};
+  static const auto* types =
+      new std::vector<DataType>{DT_HALF, DT_BFLOAT16, DT_FLOAT, DT_DOUBLE, DT_INT32};
   return *types;
 }
 

@@ -16,13 +16,11 @@ extern "C" {
 
 // "tf_conv2d_transpose build info: tensorflow=X;cxx11_abi=N;compiler=V".
 // An exported definition with external linkage: never dropped by the linker.
-__attribute__((visibility("default"))) extern const char
-    tf_conv2d_transpose_build_info[];
+__attribute__((visibility("default"))) extern const char tf_conv2d_transpose_build_info[];
 const char tf_conv2d_transpose_build_info[] =
     "tf_conv2d_transpose build info: "
     "tensorflow=" TF_CONV2D_TRANSPOSE_TF_VERSION
-    ";cxx11_abi=" TF_CONV2D_TRANSPOSE_STR(_GLIBCXX_USE_CXX11_ABI)
-    ";compiler=" __VERSION__;
+    ";cxx11_abi=" TF_CONV2D_TRANSPOSE_STR(_GLIBCXX_USE_CXX11_ABI) ";compiler=" __VERSION__;
 
 __attribute__((visibility("default"))) const char* TfConv2DTransposeBuildInfo() {
   return tf_conv2d_transpose_build_info;

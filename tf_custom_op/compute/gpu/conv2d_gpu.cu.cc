@@ -1,5 +1,7 @@
 // Direct CUDA kernels for Conv2DBackpropInput and Conv2DBackpropFilter.
 // Indexing is all int64 (the problem's products are validated to fit).
+#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -7,7 +9,6 @@
 #include <type_traits>
 
 #include "tf_custom_op/compute/accumulator.h"
-#include "tf_custom_op/compute/gpu/conv2d_gpu.h"
 
 namespace conv2d_transpose {
 namespace {
@@ -25,8 +26,7 @@ __device__ __forceinline__ float Load<float, __half>(const __half* p) {
   return __half2float(*p);
 }
 template <>
-__device__ __forceinline__ float Load<float, __nv_bfloat16>(
-    const __nv_bfloat16* p) {
+__device__ __forceinline__ float Load<float, __nv_bfloat16>(const __nv_bfloat16* p) {
   return __bfloat162float(*p);
 }
 
@@ -45,28 +45,26 @@ __device__ __forceinline__ __nv_bfloat16 Store<__nv_bfloat16, float>(float v) {
 
 // The problem's sizes, passed by value to kernels.
 struct Dims {
-  int64_t batch, in_rows, in_cols, in_depth, filter_rows, filter_cols,
-      filter_in_depth, out_depth, out_rows, out_cols, stride_rows, stride_cols,
-      dilation_rows, dilation_cols, pad_top, pad_left, groups;
+  int64_t batch, in_rows, in_cols, in_depth, filter_rows, filter_cols, filter_in_depth, out_depth,
+      out_rows, out_cols, stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left,
+      groups;
   bool nhwc;
 };
 
 Dims DimsOf(const ConvProblem& p) {
-  return {p.batch,         p.in_rows,       p.in_cols,     p.in_depth,
-          p.filter_rows,   p.filter_cols,   p.filter_in_depth,
-          p.out_depth,     p.out_rows,      p.out_cols,    p.stride_rows,
-          p.stride_cols,   p.dilation_rows, p.dilation_cols, p.pad_top,
-          p.pad_left,      p.groups,        p.nhwc()};
+  return {p.batch,           p.in_rows,       p.in_cols,  p.in_depth, p.filter_rows, p.filter_cols,
+          p.filter_in_depth, p.out_depth,     p.out_rows, p.out_cols, p.stride_rows, p.stride_cols,
+          p.dilation_rows,   p.dilation_cols, p.pad_top,  p.pad_left, p.groups,      p.nhwc()};
 }
 
-__device__ __forceinline__ int64_t InputIndex(const Dims& d, int64_t n,
-                                              int64_t h, int64_t w, int64_t c) {
+__device__ __forceinline__ int64_t InputIndex(const Dims& d, int64_t n, int64_t h, int64_t w,
+                                              int64_t c) {
   return d.nhwc ? ((n * d.in_rows + h) * d.in_cols + w) * d.in_depth + c
                 : ((n * d.in_depth + c) * d.in_rows + h) * d.in_cols + w;
 }
 
-__device__ __forceinline__ int64_t OutIndex(const Dims& d, int64_t n,
-                                            int64_t oh, int64_t ow, int64_t c) {
+__device__ __forceinline__ int64_t OutIndex(const Dims& d, int64_t n, int64_t oh, int64_t ow,
+                                            int64_t c) {
   return d.nhwc ? ((n * d.out_rows + oh) * d.out_cols + ow) * d.out_depth + c
                 : ((n * d.out_depth + c) * d.out_rows + oh) * d.out_cols + ow;
 }
@@ -75,8 +73,7 @@ __device__ __forceinline__ int64_t OutIndex(const Dims& d, int64_t n,
 // it (stride phase checked per tap), then over the group's out channels.
 template <typename T>
 __global__ void BackpropInputKernel(Dims d, const T* __restrict__ filter,
-                                    const T* __restrict__ out_backprop,
-                                    T* __restrict__ in_backprop,
+                                    const T* __restrict__ out_backprop, T* __restrict__ in_backprop,
                                     int64_t total) {
   using Acc = typename Accumulator<T>::type;
   const int64_t cg = d.filter_in_depth, cog = d.out_depth / d.groups;
@@ -106,11 +103,9 @@ __global__ void BackpropInputKernel(Dims d, const T* __restrict__ filter,
         if (wp < 0 || wp % d.stride_cols != 0) continue;
         const int64_t ow = wp / d.stride_cols;
         if (ow >= d.out_cols) continue;
-        const T* f = filter + ((kh * d.filter_cols + kw) * cg + ci) * d.out_depth +
-                     g * cog;
+        const T* f = filter + ((kh * d.filter_cols + kw) * cg + ci) * d.out_depth + g * cog;
         for (int64_t co = 0; co < cog; ++co) {
-          acc += Load<Acc>(out_backprop + OutIndex(d, n, oh, ow, g * cog + co)) *
-                 Load<Acc>(f + co);
+          acc += Load<Acc>(out_backprop + OutIndex(d, n, oh, ow, g * cog + co)) * Load<Acc>(f + co);
         }
       }
     }
@@ -124,8 +119,7 @@ constexpr int kReduceThreads = 256;
 // share of the batch x out_backprop pixels, then a fixed shared-memory tree.
 template <typename T>
 __global__ void __launch_bounds__(kReduceThreads)
-    BackpropFilterKernel(Dims d, const T* __restrict__ input,
-                         const T* __restrict__ out_backprop,
+    BackpropFilterKernel(Dims d, const T* __restrict__ input, const T* __restrict__ out_backprop,
                          T* __restrict__ filter_backprop, int64_t total) {
   using Acc = typename Accumulator<T>::type;
   __shared__ Acc partial[kReduceThreads];
@@ -179,15 +173,13 @@ int GridFor(int64_t work, int64_t per_block) {
 }  // namespace
 
 template <typename T>
-cudaError_t Conv2DBackpropInputGpu(const ConvProblem& p, const T* filter,
-                                   const T* out_backprop, T* in_backprop,
-                                   cudaStream_t stream) {
+cudaError_t Conv2DBackpropInputGpu(const ConvProblem& p, const T* filter, const T* out_backprop,
+                                   T* in_backprop, cudaStream_t stream) {
   const int64_t total = p.input_elements();
   if (total == 0) return cudaSuccess;
   constexpr int kThreads = 256;
   if (p.filter_elements() == 0 || p.out_backprop_elements() == 0) {
-    FillZero<<<GridFor(total, kThreads), kThreads, 0, stream>>>(in_backprop,
-                                                                total);
+    FillZero<<<GridFor(total, kThreads), kThreads, 0, stream>>>(in_backprop, total);
   } else {
     BackpropInputKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(
         DimsOf(p), filter, out_backprop, in_backprop, total);
@@ -196,9 +188,8 @@ cudaError_t Conv2DBackpropInputGpu(const ConvProblem& p, const T* filter,
 }
 
 template <typename T>
-cudaError_t Conv2DBackpropFilterGpu(const ConvProblem& p, const T* input,
-                                    const T* out_backprop, T* filter_backprop,
-                                    cudaStream_t stream) {
+cudaError_t Conv2DBackpropFilterGpu(const ConvProblem& p, const T* input, const T* out_backprop,
+                                    T* filter_backprop, cudaStream_t stream) {
   const int64_t total = p.filter_elements();
   if (total == 0) return cudaSuccess;
   // An empty input is all padding: the kernel then reads no input and sums
@@ -212,12 +203,12 @@ cudaError_t Conv2DBackpropFilterGpu(const ConvProblem& p, const T* input,
   return cudaGetLastError();
 }
 
-#define INSTANTIATE_INPUT(T)                                                \
-  template cudaError_t Conv2DBackpropInputGpu<T>(const ConvProblem&, const T*, \
-                                                 const T*, T*, cudaStream_t);
-#define INSTANTIATE_FILTER(T)                                          \
-  template cudaError_t Conv2DBackpropFilterGpu<T>(                     \
-      const ConvProblem&, const T*, const T*, T*, cudaStream_t);
+#define INSTANTIATE_INPUT(T)                                                                 \
+  template cudaError_t Conv2DBackpropInputGpu<T>(const ConvProblem&, const T*, const T*, T*, \
+                                                 cudaStream_t);
+#define INSTANTIATE_FILTER(T)                                                                 \
+  template cudaError_t Conv2DBackpropFilterGpu<T>(const ConvProblem&, const T*, const T*, T*, \
+                                                  cudaStream_t);
 INSTANTIATE_INPUT(float)
 INSTANTIATE_INPUT(double)
 INSTANTIATE_INPUT(__half)

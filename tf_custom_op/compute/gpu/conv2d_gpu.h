@@ -19,14 +19,12 @@ namespace conv2d_transpose {
 // in_backprop = Conv2DBackpropInput(filter, out_backprop), all on the device.
 template <typename T>
 cudaError_t Conv2DBackpropInputGpu(const ConvProblem& problem, const T* filter,
-                                   const T* out_backprop, T* in_backprop,
-                                   cudaStream_t stream);
+                                   const T* out_backprop, T* in_backprop, cudaStream_t stream);
 
 // filter_backprop = Conv2DBackpropFilter(input, out_backprop).
 template <typename T>
 cudaError_t Conv2DBackpropFilterGpu(const ConvProblem& problem, const T* input,
-                                    const T* out_backprop, T* filter_backprop,
-                                    cudaStream_t stream);
+                                    const T* out_backprop, T* filter_backprop, cudaStream_t stream);
 
 }  // namespace conv2d_transpose
 
