@@ -176,8 +176,8 @@ def image_grid(rows: Sequence[np.ndarray], scale: int = 4, gap: int = 2) -> np.n
     return picture
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the demo; returns 0 when every model trained and its loss fell."""
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The demo's command line: epochs, batch size, output PNG, variants, verbosity."""
     parser = argparse.ArgumentParser(
         prog="python -m tf_conv2d_transpose demo",
         description=__doc__,
@@ -211,9 +211,56 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="Keras fit verbosity: 1 progress bar, 2 one line per epoch "
         "(default: 1 on a terminal, else 2)",
     )
-    args = parser.parse_args(argv)
-    verbose = args.verbose if args.verbose is not None else (1 if sys.stdout.isatty() else 2)
+    return parser.parse_args(argv)
 
+
+def train_variant(
+    name: str,
+    train: np.ndarray,
+    held_out: np.ndarray,
+    shown: np.ndarray,
+    args: argparse.Namespace,
+    verbose: int,
+) -> Tuple[np.ndarray, str, bool]:
+    """Tries the stock layer on one variant, then trains it on the plugin's layer.
+
+    Returns the reconstructions of ``shown``, a summary line and whether the
+    training loss fell from the first epoch to the last.
+    """
+    build, description = VARIANTS[name]
+    print(f"\n== {name}: {description}")
+    for dtype in ("float32", DTYPE):
+        outcome = stock_keras_attempt(build, train, dtype)
+        print(f"stock keras.layers.Conv2DTranspose, {dtype}, one training step: {outcome}")
+    print(f"tf_conv2d_transpose.layers.Conv2DTranspose, {DTYPE}: training")
+    model = build(Conv2DTranspose, DTYPE)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
+    log = EpochLossLog()
+    start = time.perf_counter()
+    model.fit(
+        train,
+        train,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        validation_data=(held_out, held_out),
+        callbacks=[log],
+        verbose=verbose,
+    )
+    seconds = time.perf_counter() - start
+    print("loss per epoch: " + " ".join(f"{loss:.4f}" for loss in log.losses))
+    fell = bool(log.losses[-1] < log.losses[0])
+    summary = (
+        f"  {name:15} loss {log.losses[0]:.4f} -> {log.losses[-1]:.4f}, held-out "
+        f"{log.val_losses[0]:.4f} -> {log.val_losses[-1]:.4f} ({seconds:.1f} s)"
+        + ("" if fell else "  LOSS DID NOT FALL")
+    )
+    return model.predict(shown, verbose=0)[..., 0], summary, fell
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the demo; returns 0 when every model trained and its loss fell."""
+    args = parse_args(argv)
+    verbose = args.verbose if args.verbose is not None else (1 if sys.stdout.isatty() else 2)
     start = time.perf_counter()
     keras.utils.set_random_seed(0)
     images = load_digits()
@@ -223,43 +270,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"scikit-learn digits: {len(train)} training, {len(held_out)} held-out 8x8 images; "
         f"dtype {DTYPE}, {args.epochs} epochs, batch {args.batch_size}"
     )
-
     shown = held_out[:12]
     rows = [shown[..., 0]]
     summary = []
     ok = True
     for name in args.variants:
-        build, description = VARIANTS[name]
-        print(f"\n== {name}: {description}")
-        for dtype in ("float32", DTYPE):
-            outcome = stock_keras_attempt(build, train, dtype)
-            print(f"stock keras.layers.Conv2DTranspose, {dtype}, one training step: {outcome}")
-        print(f"tf_conv2d_transpose.layers.Conv2DTranspose, {DTYPE}: training")
-        model = build(Conv2DTranspose, DTYPE)
-        model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
-        log = EpochLossLog()
-        variant_start = time.perf_counter()
-        model.fit(
-            train,
-            train,
-            batch_size=args.batch_size,
-            epochs=args.epochs,
-            validation_data=(held_out, held_out),
-            callbacks=[log],
-            verbose=verbose,
-        )
-        seconds = time.perf_counter() - variant_start
-        curve = " ".join(f"{loss:.4f}" for loss in log.losses)
-        print(f"loss per epoch: {curve}")
-        rows.append(model.predict(shown, verbose=0)[..., 0])
-        fell = bool(log.losses[-1] < log.losses[0])
+        reconstruction, line, fell = train_variant(name, train, held_out, shown, args, verbose)
+        rows.append(reconstruction)
+        summary.append(line)
         ok &= fell
-        summary.append(
-            f"  {name:15} loss {log.losses[0]:.4f} -> {log.losses[-1]:.4f}, held-out "
-            f"{log.val_losses[0]:.4f} -> {log.val_losses[-1]:.4f} ({seconds:.1f} s)"
-            + ("" if fell else "  LOSS DID NOT FALL")
-        )
-
     write_png(args.output, image_grid(rows))
     print(
         f"\nwrote {args.output}: held-out digits (top row), then reconstructions by "

@@ -66,6 +66,49 @@ def _transposed_size(
     return (size - 1) * stride + effective % 2 + output_padding
 
 
+def _checked_groups(groups: Any, filters: Optional[int]) -> int:
+    """``groups`` as an int after the constructor's checks (a positive integer
+    dividing ``filters``)."""
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups <= 0:
+        raise ValueError(
+            f"The `groups` argument must be a positive integer. Received: groups={groups!r}"
+        )
+    # filters=None is accepted here as by the stock constructor (a layer meant
+    # to be configured later); it cannot be built as it is.
+    if filters is not None and filters % groups:
+        raise ValueError(
+            "The number of filters must be divisible by `groups`. Received: "
+            f"filters={filters}, groups={groups}"
+        )
+    return int(groups)
+
+
+def _output_shape(
+    layer: keras.layers.Conv2DTranspose, inputs: tf.Tensor
+) -> List[Union[int, tf.Tensor]]:
+    """The layer's output shape for ``inputs``, as the stock TF backend computes
+    it: static sizes where known, dynamic ones read from the tensor, then
+    Keras' output-size arithmetic."""
+    input_shape: List[Any] = list(inputs.shape)
+    if None in input_shape:
+        dynamic_shape = tf.shape(inputs)
+        input_shape = [
+            dynamic_shape[i] if size is None else size for i, size in enumerate(input_shape)
+        ]
+    channels_last = layer.data_format == "channels_last"
+    spatial = input_shape[1:3] if channels_last else input_shape[2:4]
+    output_padding = layer.output_padding or (None, None)
+    sizes = [
+        _transposed_size(size, kernel, stride, layer.padding.lower(), pad, dilation)
+        for size, kernel, stride, pad, dilation in zip(
+            spatial, layer.kernel_size, layer.strides, output_padding, layer.dilation_rate
+        )
+    ]
+    if channels_last:
+        return [input_shape[0], *sizes, layer.filters]
+    return [input_shape[0], layer.filters, *sizes]
+
+
 @keras.saving.register_keras_serializable(package="tf_conv2d_transpose")
 class Conv2DTranspose(keras.layers.Conv2DTranspose):
     """2-D transposed convolution computed by the plugin's op.
@@ -151,18 +194,7 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             **kwargs,
         )
         self.dilation_rate = _pair(dilation_rate, "dilation_rate")
-        if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups <= 0:
-            raise ValueError(
-                f"The `groups` argument must be a positive integer. Received: groups={groups!r}"
-            )
-        # filters=None is accepted here as by the stock constructor (a layer
-        # meant to be configured later); it cannot be built as it is.
-        if filters is not None and filters % groups:
-            raise ValueError(
-                "The number of filters must be divisible by `groups`. Received: "
-                f"filters={filters}, groups={groups}"
-            )
-        self.groups = int(groups)
+        self.groups = _checked_groups(groups, filters)
         # Both of the plugin's ops and their gradients have XLA lowerings, so
         # Keras may compile the layer: jit_compile=True, and "auto" on machines
         # with a GPU (README, "XLA").
@@ -209,34 +241,12 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
         else:
             self.bias = None
 
-    def _output_shape(self, inputs: tf.Tensor) -> List[Union[int, tf.Tensor]]:
-        # The stock TF backend's rule: static dims where known, dynamic ones
-        # read from the tensor, then Keras' own output-size arithmetic.
-        input_shape: List[Any] = list(inputs.shape)
-        if None in input_shape:
-            dynamic_shape = tf.shape(inputs)
-            input_shape = [
-                dynamic_shape[i] if size is None else size for i, size in enumerate(input_shape)
-            ]
-        channels_last = self.data_format == "channels_last"
-        spatial = input_shape[1:3] if channels_last else input_shape[2:4]
-        output_padding = self.output_padding or (None, None)
-        sizes = [
-            _transposed_size(size, kernel, stride, self.padding.lower(), pad, dilation)
-            for size, kernel, stride, pad, dilation in zip(
-                spatial, self.kernel_size, self.strides, output_padding, self.dilation_rate
-            )
-        ]
-        if channels_last:
-            return [input_shape[0], *sizes, self.filters]
-        return [input_shape[0], self.filters, *sizes]
-
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         """``activation(conv2d_transpose(inputs, kernel) + bias)``, by the op."""
         outputs = conv2d_transpose(
             inputs,
             tf.convert_to_tensor(self.kernel),
-            self._output_shape(inputs),
+            _output_shape(self, inputs),
             strides=list(self.strides),
             padding=self.padding.upper(),
             data_format="NHWC" if self.data_format == "channels_last" else "NCHW",

@@ -248,11 +248,16 @@ void CheckWrapperBeforeLoad(Report* report) {
                 "wrapper before the plugin is loaded: scope error", message);
 }
 
-void CheckGraph(Report* report) {
-  tf::Scope root = tf::Scope::NewRootScope();
+// The NHWC float32 nodes: stride 2, SAME; conv input [2, 9, 10, 3], filter
+// [3, 3, 3, 4], so out_backprop is [2, 5, 5, 4]. Both gradients, through the
+// plugin's wrappers ("plugin_dx", "plugin_dw") and the built-ins
+// ("builtin_dx", "builtin_dw").
+struct Float32Nodes {
+  plugin::Conv2DBackpropInput dx;
+  plugin::Conv2DBackpropFilter dw;
+};
 
-  // NHWC float32, stride 2, SAME: conv input [2, 9, 10, 3], filter
-  // [3, 3, 3, 4], so out_backprop is [2, 5, 5, 4].
+Float32Nodes AddFloat32Nodes(const tf::Scope& root) {
   const std::vector<int> strides_nhwc = {1, 2, 2, 1};
   auto x32 = tf::ops::Const(root.WithOpName("x32"),
                             RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 9, 10, 3}), 1));
@@ -262,22 +267,30 @@ void CheckGraph(Report* report) {
                              RandomTensor<float>(tf::DT_FLOAT, tf::TensorShape({2, 5, 5, 4}), 3));
   auto input_sizes = tf::ops::Const(root.WithOpName("input_sizes"), {2, 9, 10, 3});
   auto filter_sizes = tf::ops::Const(root.WithOpName("filter_sizes"), {3, 3, 3, 4});
-
   auto plugin_dx = plugin::Conv2DBackpropInput(
       root.WithOpName("plugin_dx"), input_sizes, w32, dy32, strides_nhwc, "SAME",
       plugin::Conv2DBackpropInput::DataFormat("NHWC").UseCudnnOnGpu(false));
-  auto builtin_dx = tf::ops::Conv2DBackpropInput(
+  tf::ops::Conv2DBackpropInput(
       root.WithOpName("builtin_dx"), input_sizes, w32, dy32, strides_nhwc, "SAME",
       tf::ops::Conv2DBackpropInput::DataFormat("NHWC").UseCudnnOnGpu(false));
   auto plugin_dw = plugin::Conv2DBackpropFilter(root.WithOpName("plugin_dw"), x32, filter_sizes,
                                                 dy32, strides_nhwc, "SAME");
-  auto builtin_dw = tf::ops::Conv2DBackpropFilter(root.WithOpName("builtin_dw"), x32, filter_sizes,
-                                                  dy32, strides_nhwc, "SAME");
+  tf::ops::Conv2DBackpropFilter(root.WithOpName("builtin_dw"), x32, filter_sizes, dy32,
+                                strides_nhwc, "SAME");
+  return {plugin_dx, plugin_dw};
+}
 
-  // NCHW float64, stride 2, dilation 2, asymmetric EXPLICIT padding: conv
-  // input [2, 3, 11, 10], filter [3, 3, 3, 4] (5x5 dilated), pads (1, 2) in
-  // height and (2, 1) in width, so out_backprop is [2, 4, 5, 5]. TensorFlow's
-  // CPU kernel refuses this (it has no oneDNN path for float64).
+// The NCHW float64 nodes ("plugin_dx64", "builtin_dx64"): stride 2, dilation
+// 2, asymmetric EXPLICIT padding; conv input [2, 3, 11, 10], filter
+// [3, 3, 3, 4] (5x5 dilated), pads (1, 2) in height and (2, 1) in width, so
+// out_backprop is [2, 4, 5, 5]. TensorFlow's CPU kernel refuses this (it has
+// no oneDNN path for float64).
+struct Float64Nodes {
+  plugin::Conv2DBackpropInput dx;
+  tf::Tensor w, dy;
+};
+
+Float64Nodes AddFloat64Nodes(const tf::Scope& root) {
   const std::vector<int> strides_nchw = {1, 1, 2, 2};
   const std::vector<int> dilations_nchw = {1, 1, 2, 2};
   const std::vector<int> paddings_nchw = {0, 0, 0, 0, 1, 2, 2, 1};
@@ -293,50 +306,52 @@ void CheckGraph(Report* report) {
                               .ExplicitPaddings(paddings_nchw);
   auto plugin_dx64 = plugin::Conv2DBackpropInput(root.WithOpName("plugin_dx64"), input_sizes_nchw,
                                                  w64, dy64, strides_nchw, "EXPLICIT", nchw_attrs);
-  auto builtin_dx64 = tf::ops::Conv2DBackpropInput(
-      root.WithOpName("builtin_dx64"), input_sizes_nchw, w64, dy64, strides_nchw, "EXPLICIT",
-      tf::ops::Conv2DBackpropInput::DataFormat("NCHW")
-          .Dilations(dilations_nchw)
-          .ExplicitPaddings(paddings_nchw));
+  tf::ops::Conv2DBackpropInput(root.WithOpName("builtin_dx64"), input_sizes_nchw, w64, dy64,
+                               strides_nchw, "EXPLICIT",
+                               tf::ops::Conv2DBackpropInput::DataFormat("NCHW")
+                                   .Dilations(dilations_nchw)
+                                   .ExplicitPaddings(paddings_nchw));
+  return {plugin_dx64, w64_value, dy64_value};
+}
 
-  if (!report->Check(root.ok(), "graph built with the wrappers and the built-ins",
-                     std::string(root.status().message()))) {
-    return;
-  }
-  // The C++ surface: node(), operation, Output conversion, shape inference.
-  const tf::Output dx_output = plugin_dx;
-  report->Check(plugin_dx.node() != nullptr && plugin_dx.operation.node() == plugin_dx.node() &&
-                    dx_output.node() == plugin_dx.node() &&
-                    plugin_dx.node()->type_string() == plugin::kConv2DBackpropInputOpType &&
-                    plugin_dw.node()->type_string() == plugin::kConv2DBackpropFilterOpType &&
-                    plugin_dx64.node()->type_string() == plugin::kConv2DBackpropInputOpType,
+// The C++ surface of the wrappers: node(), operation, Output conversion, op
+// types.
+void CheckWrapperNodes(Report* report, const Float32Nodes& f32, const Float64Nodes& f64) {
+  const tf::Output dx_output = f32.dx;
+  report->Check(f32.dx.node() != nullptr && f32.dx.operation.node() == f32.dx.node() &&
+                    dx_output.node() == f32.dx.node() &&
+                    f32.dx.node()->type_string() == plugin::kConv2DBackpropInputOpType &&
+                    f32.dw.node()->type_string() == plugin::kConv2DBackpropFilterOpType &&
+                    f64.dx.node()->type_string() == plugin::kConv2DBackpropInputOpType,
                 "wrapper nodes: node(), operation, Output and op types", "");
+}
 
+// The scope's graph through a GraphDef into a TF_Graph with a session.
+bool OpenScopeGraph(Report* report, const tf::Scope& root, GraphPtr* graph, SessionPtr* session) {
   tf::GraphDef graph_def;
   const absl::Status to_graph_def = root.ToGraphDef(&graph_def);
   if (!report->Check(to_graph_def.ok(), "scope.ToGraphDef", std::string(to_graph_def.message()))) {
-    return;
+    return false;
   }
-  GraphPtr graph;
-  SessionPtr session;
-  const std::string opened = ImportAndOpen(graph_def, &graph, &session);
-  if (!report->Check(opened.empty(), "GraphDef imported into a TF_Graph, session opened",
-                     std::to_string(graph_def.node_size()) + " nodes" +
-                         (opened.empty() ? "" : ": " + opened))) {
-    return;
-  }
+  const std::string opened = ImportAndOpen(graph_def, graph, session);
+  return report->Check(
+      opened.empty(), "GraphDef imported into a TF_Graph, session opened",
+      std::to_string(graph_def.node_size()) + " nodes" + (opened.empty() ? "" : ": " + opened));
+}
 
+// Runs the graph and compares the plugin with the built-ins (float32) and a
+// naive loop (float64); the built-in must refuse the float64 case.
+void CheckGraphResults(Report* report, TF_Session* session, TF_Graph* graph,
+                       const Float64Nodes& f64) {
   std::vector<Values> got;
-  std::string error =
-      Run(session.get(), {},
-          {NodeOutput(graph.get(), "plugin_dx"), NodeOutput(graph.get(), "builtin_dx"),
-           NodeOutput(graph.get(), "plugin_dw"), NodeOutput(graph.get(), "builtin_dw"),
-           NodeOutput(graph.get(), "plugin_dx64")},
-          &got);
+  std::string error = Run(session, {},
+                          {NodeOutput(graph, "plugin_dx"), NodeOutput(graph, "builtin_dx"),
+                           NodeOutput(graph, "plugin_dw"), NodeOutput(graph, "builtin_dw"),
+                           NodeOutput(graph, "plugin_dx64")},
+                          &got);
   if (!report->Check(error.empty(), "TF_SessionRun of the wrappers and built-ins", error)) {
     return;
   }
-
   // float32 sums of up to 4 * 3 * 3 (input) and 2 * 5 * 5 (filter) products
   // of values in [-1, 1]: a few ulps of the magnitudes involved.
   const double dx_err = MaxError(got[0], got[1]);
@@ -349,9 +364,8 @@ void CheckGraph(Report* report) {
                     dw_err <= 1e-5 * std::max(1.0, MaxAbs(got[3])),
                 "Conv2DBackpropFilter NHWC float32 stride 2 SAME vs built-in",
                 "shape " + ShapeString(got[2].shape) + ", max |err| " + Format("%.3g", dw_err));
-
   const Values reference = ReferenceBackpropInputNchw(
-      AsDoubles(w64_value), AsDoubles(dy64_value), /*batch=*/2, /*c_in=*/3,
+      AsDoubles(f64.w), AsDoubles(f64.dy), /*batch=*/2, /*c_in=*/3,
       /*in_h=*/11, /*in_w=*/10, /*k_h=*/3, /*k_w=*/3, /*c_out=*/4, /*out_h=*/5,
       /*out_w=*/5, /*stride=*/2, /*dilation=*/2, /*pad_top=*/1, /*pad_left=*/2);
   const double dx64_err = MaxError(got[4], reference);
@@ -359,13 +373,28 @@ void CheckGraph(Report* report) {
                 "Conv2DBackpropInput NCHW float64 stride 2 dilation 2 EXPLICIT "
                 "vs naive loop",
                 "shape " + ShapeString(got[4].shape) + ", max |err| " + Format("%.3g", dx64_err));
-
   // Same graph, same inputs: TensorFlow's own CPU kernel must refuse it,
   // otherwise the case above would not show anything the built-in lacks.
   std::vector<Values> unused;
-  error = Run(session.get(), {}, {NodeOutput(graph.get(), "builtin_dx64")}, &unused);
+  error = Run(session, {}, {NodeOutput(graph, "builtin_dx64")}, &unused);
   report->Check(!error.empty(), "built-in rejects the NCHW float64 dilated case",
                 error.empty() ? "it ran" : error.substr(0, error.find('\n')));
+}
+
+void CheckGraph(Report* report) {
+  tf::Scope root = tf::Scope::NewRootScope();
+  const Float32Nodes f32 = AddFloat32Nodes(root);
+  const Float64Nodes f64 = AddFloat64Nodes(root);
+  if (!report->Check(root.ok(), "graph built with the wrappers and the built-ins",
+                     std::string(root.status().message()))) {
+    return;
+  }
+  CheckWrapperNodes(report, f32, f64);
+  GraphPtr graph;
+  SessionPtr session;
+  if (OpenScopeGraph(report, root, &graph, &session)) {
+    CheckGraphResults(report, session.get(), graph.get(), f64);
+  }
 }
 
 // ------------------------------------------------------- part 2: SavedModel

@@ -282,13 +282,10 @@ Status FinishCall(const char* label, const char* output_name, int64_t element_by
   return status;
 }
 
-}  // namespace
-
-Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
-                          const std::vector<int64_t>& input_shape,
-                          const std::vector<int64_t>& filter_shape,
-                          const std::vector<int64_t>& out_backprop_shape, ConvProblem* problem) {
-  if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
+// Each tensor is 4-D with non-negative sizes whose nonzero product fits int64.
+Status CheckTensorShapes(const char* label, const std::vector<int64_t>& input_shape,
+                         const std::vector<int64_t>& filter_shape,
+                         const std::vector<int64_t>& out_backprop_shape) {
   const struct {
     const char* name;
     const std::vector<int64_t>& shape;
@@ -315,58 +312,71 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
       }
     }
   }
-  const DataFormat f = attrs.data_format;
-  ConvProblem p;
-  p.data_format = f;
-  p.batch = input_shape[BatchDim(f)];
-  if (p.batch != out_backprop_shape[BatchDim(f)]) {
+  return Status::Ok();
+}
+
+// Batch, channel counts and groups of p from the (checked) shapes, and their
+// agreement between the tensors.
+Status ReadBatchAndDepths(const char* label, const std::vector<int64_t>& input_shape,
+                          const std::vector<int64_t>& filter_shape,
+                          const std::vector<int64_t>& out_backprop_shape, ConvProblem* p) {
+  const DataFormat f = p->data_format;
+  p->batch = input_shape[BatchDim(f)];
+  if (p->batch != out_backprop_shape[BatchDim(f)]) {
     return Invalid(label,
                    ": input and out_backprop must have the same batch size. "
                    "Input batch: ",
-                   p.batch, ", outbackprop batch: ", out_backprop_shape[BatchDim(f)],
+                   p->batch, ", outbackprop batch: ", out_backprop_shape[BatchDim(f)],
                    ", batch_dim: ", BatchDim(f));
   }
-  p.in_rows = input_shape[RowsDim(f)];
-  p.in_cols = input_shape[ColsDim(f)];
-  p.in_depth = input_shape[DepthDim(f)];
-  p.filter_rows = filter_shape[0];
-  p.filter_cols = filter_shape[1];
-  p.filter_in_depth = filter_shape[2];
-  p.out_depth = filter_shape[3];
-  if (p.in_depth > 0) {
-    if (p.filter_in_depth == 0 || p.in_depth % p.filter_in_depth != 0) {
+  p->in_rows = input_shape[RowsDim(f)];
+  p->in_cols = input_shape[ColsDim(f)];
+  p->in_depth = input_shape[DepthDim(f)];
+  p->filter_rows = filter_shape[0];
+  p->filter_cols = filter_shape[1];
+  p->filter_in_depth = filter_shape[2];
+  p->out_depth = filter_shape[3];
+  if (p->in_depth > 0) {
+    if (p->filter_in_depth == 0 || p->in_depth % p->filter_in_depth != 0) {
       return Invalid(label,
                      ": input depth must be evenly divisible by filter "
                      "depth: ",
-                     p.in_depth, " vs ", p.filter_in_depth);
+                     p->in_depth, " vs ", p->filter_in_depth);
     }
-    p.groups = p.in_depth / p.filter_in_depth;
+    p->groups = p->in_depth / p->filter_in_depth;
   }
-  if (p.out_depth != out_backprop_shape[DepthDim(f)]) {
-    return Invalid(label, ": filter and out_backprop must have the same out_depth: ", p.out_depth,
+  if (p->out_depth != out_backprop_shape[DepthDim(f)]) {
+    return Invalid(label, ": filter and out_backprop must have the same out_depth: ", p->out_depth,
                    " vs ", out_backprop_shape[DepthDim(f)]);
   }
-  if (p.out_depth % p.groups != 0) {
+  if (p->out_depth % p->groups != 0) {
     return Invalid(label,
                    ": output depth must be evenly divisible by the number of "
                    "groups: ",
-                   p.out_depth, " vs ", p.groups, " groups");
+                   p->out_depth, " vs ", p->groups, " groups");
   }
-  p.stride_rows = attrs.strides[RowsDim(f)];
-  p.stride_cols = attrs.strides[ColsDim(f)];
-  p.dilation_rows = attrs.dilations[RowsDim(f)];
-  p.dilation_cols = attrs.dilations[ColsDim(f)];
+  return Status::Ok();
+}
 
+// Strides, dilations, pads and output sizes of p, and the check that
+// out_backprop has the computed spatial size.
+Status ComputeWindows(const char* label, const ConvAttrs& attrs,
+                      const std::vector<int64_t>& out_backprop_shape, ConvProblem* p) {
+  const DataFormat f = p->data_format;
+  p->stride_rows = attrs.strides[RowsDim(f)];
+  p->stride_cols = attrs.strides[ColsDim(f)];
+  p->dilation_rows = attrs.dilations[RowsDim(f)];
+  p->dilation_cols = attrs.dilations[ColsDim(f)];
   const bool explicit_pads = attrs.padding == Padding::kExplicit;
   struct Spatial {
     int dim;
     int64_t input, filter, dilation, stride;
     int64_t *out, *before, *after;
   } spatial[] = {
-      {RowsDim(f), p.in_rows, p.filter_rows, p.dilation_rows, p.stride_rows, &p.out_rows,
-       &p.pad_top, &p.pad_bottom},
-      {ColsDim(f), p.in_cols, p.filter_cols, p.dilation_cols, p.stride_cols, &p.out_cols,
-       &p.pad_left, &p.pad_right},
+      {RowsDim(f), p->in_rows, p->filter_rows, p->dilation_rows, p->stride_rows, &p->out_rows,
+       &p->pad_top, &p->pad_bottom},
+      {ColsDim(f), p->in_cols, p->filter_cols, p->dilation_cols, p->stride_cols, &p->out_cols,
+       &p->pad_left, &p->pad_right},
   };
   for (const Spatial& s : spatial) {
     const int64_t before = explicit_pads ? attrs.explicit_paddings[2 * s.dim] : 0;
@@ -383,6 +393,29 @@ Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
                      " filter: ", s.filter, " output: ", actual, " stride: ", s.stride,
                      " dilation: ", s.dilation);
     }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ComputeConvProblem(const char* label, const ConvAttrs& attrs,
+                          const std::vector<int64_t>& input_shape,
+                          const std::vector<int64_t>& filter_shape,
+                          const std::vector<int64_t>& out_backprop_shape, ConvProblem* problem) {
+  if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
+  if (Status status = CheckTensorShapes(label, input_shape, filter_shape, out_backprop_shape);
+      !status.ok()) {
+    return status;
+  }
+  ConvProblem p;
+  p.data_format = attrs.data_format;
+  if (Status status = ReadBatchAndDepths(label, input_shape, filter_shape, out_backprop_shape, &p);
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = ComputeWindows(label, attrs, out_backprop_shape, &p); !status.ok()) {
+    return status;
   }
   *problem = p;
   return Status::Ok();
