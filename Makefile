@@ -2,7 +2,8 @@
 #   make          .venv (unless PYTHON=... is given), pinned requirements, the .so,
 #                 editable install of the package
 #   make test     everything above, then lint, the compute layer under sanitizers and
-#                 valgrind, the C++ client test, the GPU build on the CPU suite, the
+#                 valgrind, the CUDA kernels' bodies emulated on the host, the C++
+#                 client test, the GPU build on the CPU suite, the
 #                 library under ASan/UBSan, the Bazel build + tests, a wheel round trip,
 #                 and the pytest suite (2,000 fuzzed calls among it)
 #   make GPU=1    the library with CUDA kernels as well (system nvcc)
@@ -211,8 +212,9 @@ compute-bench: $(COMPUTE_BENCH)
 
 # Every micro-kernel this CPU can run, each under the sanitizers (ASan's
 # LeakSanitizer included: a leak fails the run at exit), after the
-# micro-kernel tester (tests/cpp/ukernel.mk).
-cpp-test: $(COMPUTE_TEST) ukernel-test
+# micro-kernel tester (tests/cpp/ukernel.mk) and the CUDA kernels' bodies run
+# on the host (tests/cpp/gpu_emulator.mk).
+cpp-test: $(COMPUTE_TEST) ukernel-test gpu-emulator-test
 	for isa in $(ISAS); do \
 	  ASAN_OPTIONS=detect_leaks=1 CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
 
@@ -311,11 +313,12 @@ lint: $(REQS_STAMP)
 format: $(REQS_STAMP)
 	$(CLANG_FORMAT) -i $(CPP_FILES)
 
-# Lint, the compute layer under ASan/UBSan/LSan and under valgrind, the C++
-# client test (wrappers + SavedModel through the C API), the GPU variant on the
-# CPU suite, the library under ASan/UBSan on the core test files, the Bazel
-# route, the wheel round trip, then the pytest suite (last, so its summary
-# closes the output; it includes 2,000 fuzzed calls). Hypothesis runs
+# Lint, the compute layer under ASan/UBSan/LSan and under valgrind (and the
+# CUDA kernels' bodies on the host, in cpp-test), the C++ client test
+# (wrappers + SavedModel through the C API), the GPU variant on the CPU suite,
+# the library under ASan/UBSan on the core test files, the Bazel route, the
+# wheel round trip, then the pytest suite (last, so its summary closes the
+# output; it includes 2,000 fuzzed calls). Hypothesis runs
 # derandomized here (the `ci` profile in tests/conftest.py), so a red run
 # replays exactly; --capture=sys lets a crashing worker's native message
 # (a CHECK, a heap error) reach the terminal instead of pytest's capture.
@@ -358,3 +361,4 @@ distclean: clean
 
 include tests/cpp/client.mk
 include tests/cpp/ukernel.mk
+include tests/cpp/gpu_emulator.mk

@@ -6,7 +6,8 @@
 #   compute/           TensorFlow-free: problem description and validation
 #   compute/cpu/       CPU kernels and the run-time micro-kernel choice
 #   compute/cpu/ukernels/  the micro-kernels, built once per instruction set
-#   compute/gpu/       CUDA kernels (GPU=1)
+#   compute/gpu/       CUDA kernels (GPU=1); their bodies (conv2d_gpu_body.h)
+#                      also build on the host (tests/cpp/gpu_emulator.mk)
 #   kernels/           TensorFlow OpKernels: CPU, GPU, XLA lowerings
 #   ops/               op registration and the baked-in build information
 #   cc/                the C++ client API (tests/cpp/client.mk), not in the plugin
