@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -34,6 +35,7 @@ struct Shape {
 
 // dx spatial size (h, w); SAME padding throughout.
 const Shape kShapes[] = {
+    {"FCN-8 18x22 K4 s2 21->21", 1, 36, 44, 21, 21, 4, 4, 2, 1, 1, false},
     {"ENet 64x64 K3 s2 32->32", 1, 128, 128, 32, 32, 3, 3, 2, 1, 1, false},
     {"ENet 128x128 K3 s2 16->16", 1, 256, 256, 16, 16, 3, 3, 2, 1, 1, false},
     {"ENet 256x256 K2 s2 16->12", 1, 512, 512, 12, 16, 2, 2, 2, 1, 1, false},
@@ -49,6 +51,14 @@ const Shape kShapes[] = {
     {"groups64 56x56 64->64 N8", 8, 56, 56, 64, 64, 3, 3, 1, 1, 64, false},
     {"DCGAN 16x16 128->64 NCHW N64", 64, 32, 32, 64, 128, 5, 5, 2, 1, 1, true},
 };
+
+// CPU time of all the process's threads: on a machine shared with other
+// work it varies far less than the wall clock.
+double ProcessCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 ct::ParallelFor ThreadPool(int threads) {
   return [threads](int64_t total, int64_t, const std::function<void(int64_t, int64_t)>& work) {
@@ -102,8 +112,9 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
   std::vector<char> workspace(static_cast<size_t>(ws) + 64);
   void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
   const ct::ParallelFor pool = ThreadPool(threads);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int r = 0; r < repeats + 2; ++r) {
+    const double cpu_start = ProcessCpuSeconds();
     const auto start = std::chrono::steady_clock::now();
     if (input_grad) {
       ct::Conv2DBackpropInputCpu<T>(p, f.data(), dy.data(), x.data(), aligned, pool);
@@ -112,10 +123,13 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
     }
     const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start;
     if (r >= 2) times.push_back(d.count());
+    if (r >= 2) cpu_times.push_back(ProcessCpuSeconds() - cpu_start);
   }
   std::sort(times.begin(), times.end());
+  std::sort(cpu_times.begin(), cpu_times.end());
   const double median = times[times.size() / 2];
-  std::printf("| %-26s | %8.2f | %7.1f |\n", s.name, median * 1e3, p.flops() / median / 1e9);
+  std::printf("| %-26s | %8.2f | %7.1f | %8.2f |\n", s.name, median * 1e3, p.flops() / median / 1e9,
+              cpu_times[cpu_times.size() / 2] * 1e3);
 }
 
 template <typename T>
@@ -139,7 +153,8 @@ int main(int argc, char** argv) {
   const int repeats = 7;
   std::printf("%s gradient, %s, %d threads, ISA %s\n\n", input_grad ? "input" : "filter",
               dtype.c_str(), threads, ct::cpu::CpuKernelIsa());
-  std::printf("| %-26s | %8s | %7s |\n|---|---|---|\n", "shape", "ms", "GFLOP/s");
+  std::printf("| %-26s | %8s | %7s | %8s |\n|---|---|---|---|\n", "shape", "ms", "GFLOP/s",
+              "CPU ms");
   if (dtype == "half") {
     RunAll<Eigen::half>(input_grad, only, threads, repeats);
   } else if (dtype == "bfloat16") {

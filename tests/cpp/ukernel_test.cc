@@ -10,6 +10,9 @@
 //     0 to 33 channels, one dense line, lines of `run` with gaps and odd
 //     strides, and the filter gradient's transposed layout;
 //   - the AVX512-BF16 pair kernel, against a model of VDPBF16PS;
+//   - the depthwise filter-gradient kernel (float, double) for 0 to 100
+//     channels (every remainder of its vector blocks), 0 to 17 pixels and
+//     strides with gaps;
 //   - the half and bfloat16 widening kernels on all 65536 bit patterns,
 //     in one long call and in short ones.
 // x, w and the widening sources are allocated to their exact extent, so
@@ -728,6 +731,61 @@ void TestWiden(const cpu::UkernelTable& table, cpu::WidenKernel<T> widen, bool h
 }
 
 // ---------------------------------------------------------------------------
+// The depthwise filter-gradient kernel: acc[c] += sum over pixels i of
+// x[i*x_stride + c] * dy[i*dy_stride + c], checked with exact values (any
+// order, fused or not, gives the same bits), x and dy sized exactly and NaN
+// in their gaps, the accumulators between sentinel guard zones.
+template <typename A>
+int64_t TestDepthwise(const cpu::UkernelTable& table, cpu::DepthwiseKernel<A> kernel) {
+  where = std::string(table.isa) + " depthwise " + TypeName<A>();
+  if (kernel == nullptr) {
+    Fail("no depthwise kernel");
+    return 0;
+  }
+  int64_t calls = 0;
+  for (const int64_t channels : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100}) {
+    for (const int64_t pixels : {0, 1, 2, 3, 5, 9, 17}) {
+      const int64_t x_stride = channels * Uniform(1, 3) + Uniform(0, 5);
+      const int64_t dy_stride = channels + Uniform(0, 5);
+      const bool any = channels > 0 && pixels > 0;
+      std::vector<A> x(any ? (pixels - 1) * x_stride + channels : 1, Poison<A>());
+      std::vector<A> dy(any ? (pixels - 1) * dy_stride + channels : 1, Poison<A>());
+      for (int64_t i = 0; i < pixels; ++i) {
+        for (int64_t c = 0; c < channels; ++c) {
+          x[i * x_stride + c] = ExactValue<A>(0);
+          dy[i * dy_stride + c] = ExactValue<A>(1);
+        }
+      }
+      std::vector<A> acc(channels + 2 * kGuard, Sentinel<A>());
+      for (int64_t c = 0; c < channels; ++c) acc[kGuard + c] = ExactValue<A>(2);
+      const std::vector<A> before = acc;
+      kernel({x.data(), x_stride, dy.data(), dy_stride, pixels, channels, acc.data() + kGuard});
+      ++calls;
+      for (int64_t c = 0; c < channels; ++c) {
+        A want = before[kGuard + c];
+        for (int64_t i = 0; i < pixels; ++i) want += x[i * x_stride + c] * dy[i * dy_stride + c];
+        if (!(acc[kGuard + c] == want)) {
+          Fail("channels %lld pixels %lld lane %lld: got %.17g, want %.17g",
+               static_cast<long long>(channels), static_cast<long long>(pixels),
+               static_cast<long long>(c), static_cast<double>(acc[kGuard + c]),
+               static_cast<double>(want));
+          break;
+        }
+      }
+      for (int64_t i = 0; i < kGuard; ++i) {
+        if (!SameBits(acc[i], Sentinel<A>()) ||
+            !SameBits(acc[kGuard + channels + i], Sentinel<A>())) {
+          Fail("channels %lld pixels %lld: wrote outside its accumulators",
+               static_cast<long long>(channels), static_cast<long long>(pixels));
+          break;
+        }
+      }
+    }
+  }
+  return calls;
+}
+
+// ---------------------------------------------------------------------------
 
 // The table of the set the library chose must hold the very kernels the
 // library's selectors return.
@@ -755,6 +813,10 @@ void CheckProductionChoice() {
     }
   }
   if (t->bf16_pair() != cpu::SelectBf16PairKernel()) Fail("pair kernel differs");
+  if (t->depthwise_f32() != cpu::SelectDepthwiseKernel<float>() ||
+      t->depthwise_f64() != cpu::SelectDepthwiseKernel<double>()) {
+    Fail("depthwise kernel differs");
+  }
   if (t->widen_half() != cpu::SelectWidenKernel<Eigen::half>() ||
       t->widen_bf16() != cpu::SelectWidenKernel<Eigen::bfloat16>()) {
     Fail("widening kernel differs");
@@ -794,16 +856,19 @@ int main(int argc, char** argv) {
     const int64_t f64 = TestTap<double>(*t, t->tap_f64);
     const int64_t u32 = TestTap<uint32_t>(*t, t->tap_u32);
     const int64_t pairs = TestPairs(*t);
+    const int64_t depthwise = TestDepthwise<float>(*t, t->depthwise_f32()) +
+                              TestDepthwise<double>(*t, t->depthwise_f64());
     TestWiden<Eigen::half>(*t, t->widen_half(), true);
     TestWiden<Eigen::bfloat16>(*t, t->widen_bf16(), false);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - isa_start).count();
     std::printf(
         "%s: tap calls float %lld, double %lld, uint32 %lld; bf16 pair calls %s; "
-        "widening: all 65536 half and bfloat16 patterns; %.1f s\n",
+        "depthwise calls %lld; widening: all 65536 half and bfloat16 patterns; %.1f s\n",
         isa.c_str(), static_cast<long long>(f32), static_cast<long long>(f64),
         static_cast<long long>(u32),
-        pairs ? std::to_string(pairs).c_str() : "none (no AVX512-BF16)", seconds);
+        pairs ? std::to_string(pairs).c_str() : "none (no AVX512-BF16)",
+        static_cast<long long>(depthwise), seconds);
     ++tested;
   }
   const double seconds =

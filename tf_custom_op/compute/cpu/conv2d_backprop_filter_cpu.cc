@@ -6,6 +6,8 @@
 // where the tap reads padding. Each (chunk, tap, group) is then one dense
 // product, acc[ci, co block] += x_tap^T * dy_block, reduced over the chunk's
 // pixels by the same register-blocked micro-kernel as Conv2DBackpropInput.
+// With few input channels every tap is gathered into one panel and the
+// product's rows are (tap, ci): one call for all taps (plan.h's all_taps).
 //
 // The batch * out_rows rows of the reduction are split into slices whose
 // number depends on the problem alone (plan.h). Each task sums its rows of
@@ -34,13 +36,32 @@ using cpu::Path;
 
 // ---------------------------------------------------------------------------
 // Operand gathers for one chunk of out_backprop rows (rows count batch x
-// out_rows: row r is image r / out_rows, row r % out_rows).
+// out_rows: row r is image r / out_rows, row r % out_rows), into panels of D:
+// the accumulation type, or T itself for the pair kernel.
+
+// dst[i] = src[i] as D, i < n. Short copies without conversion go in
+// pieces of 8 values: the few values a gather moves at a time would each be
+// a library call. (From 16 values on the call measured faster.)
+template <typename T, typename D>
+inline void GatherRow(const T* src, int64_t n, D* dst) {
+  if constexpr (std::is_same_v<T, D>) {
+    if (n >= 16) {
+      std::copy(src, src + n, dst);
+      return;
+    }
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) __builtin_memcpy(dst + i, src + i, 8 * sizeof(D));
+    for (; i < n; ++i) dst[i] = src[i];
+  } else {
+    cpu::ConvertRow(src, n, dst);
+  }
+}
 
 // packed[b][pixel][lane] = out_backprop[pixel of rows [r0, r1)][g*cog +
 // b*block + lane], zero past the group's channels.
-template <typename T, typename Acc>
+template <typename T, typename D>
 void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* out_backprop,
-                     int64_t r0, int64_t r1, int64_t g, Acc* packed) {
+                     int64_t r0, int64_t r1, int64_t g, D* packed) {
   const int64_t cog = p.out_depth_per_group();
   const int64_t plane = p.out_rows * p.out_cols;
   const int64_t pixels = (r1 - r0) * p.out_cols;
@@ -48,24 +69,24 @@ void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* o
   for (int64_t b = 0; b < plan.blocks; ++b) {
     const int64_t width = std::min(block, cog - b * block);
     const int64_t c0 = g * cog + b * block;
-    Acc* dst = packed + b * pixels * block;
+    D* dst = packed + b * pixels * block;
     if (p.nhwc()) {
       const T* src = out_backprop + (r0 * p.out_cols) * p.out_depth + c0;
       for (int64_t i = 0; i < pixels; ++i) {
-        cpu::ConvertRow(src + i * p.out_depth, width, dst + i * block);
-        std::fill(dst + i * block + width, dst + (i + 1) * block, Acc(0));
+        GatherRow(src + i * p.out_depth, width, dst + i * block);
+        std::fill(dst + i * block + width, dst + (i + 1) * block, D(0));
       }
       continue;
     }
     // NCHW: a channel's row is contiguous; the lanes are interleaved.
-    if (width < block) std::fill(dst, dst + pixels * block, Acc(0));
+    if (width < block) std::fill(dst, dst + pixels * block, D(0));
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p.out_rows, oh = r % p.out_rows;
-      Acc* row = dst + (r - r0) * p.out_cols * block;
+      D* row = dst + (r - r0) * p.out_cols * block;
       for (int64_t lane = 0; lane < width; ++lane) {
         const T* src = out_backprop + (n * p.out_depth + c0 + lane) * plane + oh * p.out_cols;
         for (int64_t ow = 0; ow < p.out_cols; ++ow) {
-          row[ow * block + lane] = static_cast<Acc>(src[ow]);
+          row[ow * block + lane] = static_cast<D>(src[ow]);
         }
       }
     }
@@ -75,9 +96,9 @@ void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* o
 // packed[pixel][ci - ci0] = input[pixel that tap (kh, kw) reads for that
 // out_backprop pixel][g*cg + ci] for ci in [ci0, ci1); zero where the tap
 // reads padding.
-template <typename T, typename Acc>
+template <typename T, typename D>
 void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
-                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, Acc* packed) {
+                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, D* packed) {
   const int64_t cg = p.filter_in_depth;
   const int64_t width = ci1 - ci0;
   const int64_t plane = p.in_rows * p.in_cols;
@@ -86,26 +107,61 @@ void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_rows, oh = r % p.out_rows;
     const int64_t h = cpu::InputRow(p, oh, kh);
-    Acc* row = packed + (r - r0) * p.out_cols * width;
+    D* row = packed + (r - r0) * p.out_cols * width;
     if (h < 0 || h >= p.in_rows) {
-      std::fill(row, row + p.out_cols * width, Acc(0));
+      std::fill(row, row + p.out_cols * width, D(0));
       continue;
     }
-    std::fill(row, row + cols.lo * width, Acc(0));
-    std::fill(row + cols.hi * width, row + p.out_cols * width, Acc(0));
+    std::fill(row, row + cols.lo * width, D(0));
+    std::fill(row + cols.hi * width, row + p.out_cols * width, D(0));
     if (p.nhwc()) {
       for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
         const T* src = input +
                        ((n * p.in_rows + h) * p.in_cols + ow * sw - cols.shift) * p.in_depth +
                        g * cg + ci0;
-        cpu::ConvertRow(src, width, row + ow * width);
+        GatherRow(src, width, row + ow * width);
       }
     } else {
       // NCHW: one channel plane at a time, its row walked with the stride.
       for (int64_t ci = ci0; ci < ci1; ++ci) {
         const T* src = input + (n * p.in_depth + g * cg + ci) * plane + h * p.in_cols - cols.shift;
         for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
-          row[ow * width + ci - ci0] = static_cast<Acc>(src[ow * sw]);
+          row[ow * width + ci - ci0] = static_cast<D>(src[ow * sw]);
+        }
+      }
+    }
+  }
+}
+
+// The all-taps panel of plan.h: packed[pixel][kh][kw][ci], as
+// PackInputForTap per tap, zero where a tap reads padding. The plan takes it
+// for NHWC, one group and undilated columns only: there the taps of one
+// filter row read one contiguous run of input, copied at once wherever it
+// lies inside the input.
+template <typename T, typename D>
+void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, D* packed) {
+  const int64_t width = p.in_depth;
+  const int64_t tap_row = p.filter_cols * width;
+  const int64_t stride = p.filter_rows * tap_row;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+      const int64_t h = cpu::InputRow(p, oh, kh);
+      D* dst = packed + (r - r0) * p.out_cols * stride + kh * tap_row;
+      const bool inside = h >= 0 && h < p.in_rows;
+      const T* src = input + (n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
+      for (int64_t ow = 0; ow < p.out_cols; ++ow, dst += stride) {
+        const int64_t w0 = cpu::InputCol(p, ow, 0);
+        if (inside && w0 >= 0 && w0 + p.filter_cols <= p.in_cols) {
+          GatherRow(src + w0 * width, tap_row, dst);
+          continue;
+        }
+        for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+          if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
+            GatherRow(src + (w0 + kw) * width, width, dst + kw * width);
+          } else {
+            std::fill_n(dst + kw * width, width, D(0));
+          }
         }
       }
     }
@@ -113,17 +169,18 @@ void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r
 }
 
 // Two consecutive pixels' values as one word of bfloat16 halves, the even
-// pixel in the low half, zero past the last pixel: src is [pixel][width] of
-// bfloat16 values widened (exactly) to float, dst [pixel / 2][width].
-inline void InterleavePairs(const float* src, int64_t pixels, int64_t width, uint32_t* dst) {
+// pixel in the low half, zero past the last pixel: src is [pixel][width],
+// dst [pixel / 2][width].
+inline void InterleavePairs(const Eigen::bfloat16* src, int64_t pixels, int64_t width,
+                            uint32_t* dst) {
   for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
-    const float* even = src + 2 * q * width;
+    const Eigen::bfloat16* even = src + 2 * q * width;
     const bool has_odd = 2 * q + 1 < pixels;
     for (int64_t c = 0; c < width; ++c) {
-      uint32_t lo, hi = 0;
+      uint16_t lo, hi = 0;
       __builtin_memcpy(&lo, even + c, sizeof(lo));
       if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
-      dst[q * width + c] = (lo >> 16) | (hi & 0xffff0000u);
+      dst[q * width + c] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
     }
   }
 }
@@ -148,8 +205,13 @@ class BackpropFilterTask {
   void Run(int64_t begin, int64_t end) const {
     const int64_t chunk_pixels = plan_.ChunkRows(p_) * p_.out_cols;
     Scratch s;
-    s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
-    s.x.resize(static_cast<size_t>(chunk_pixels * plan_.ci_chunk));
+    if (plan_.path == Path::kBf16Pairs) {
+      s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+      s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
+    } else {
+      s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+      s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
+    }
     for (int64_t task = begin; task < end; ++task) RunTask(task, &s);
   }
 
@@ -158,12 +220,13 @@ class BackpropFilterTask {
   // gathered input, and their pair-interleaved forms for the pair kernel.
   struct Scratch {
     std::vector<Acc> dy, x;
+    std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
     std::vector<uint32_t> pairs_dy, pairs_x;
   };
 
   // Task (slice, group, input-channel chunk): zeroes the chunk's rows of the
   // group's partial sums, then adds the slice's out_backprop rows to them
-  // chunk after chunk, in order, tap by tap.
+  // chunk after chunk, in order, tap by tap (or every tap in one panel).
   void RunTask(int64_t task, Scratch* s) const {
     const int64_t cg = p_.filter_in_depth;
     const int64_t chunk = task % plan_.ci_chunks;
@@ -182,61 +245,92 @@ class BackpropFilterTask {
     for (int64_t r0 = slice * rows / plan_.slices; r0 < row_end; r0 += chunk_rows) {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * p_.out_cols;
-      PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->dy.data());
-      for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-        for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-          PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s->x.data());
-          Acc* tap_acc = acc + ((kh * p_.filter_cols + kw) * cg + ci0) * plan_.lanes;
-          if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-            if (plan_.path == Path::kBf16Pairs) {
-              AccumulatePairs(pixels, ci1 - ci0, kh == 0 && kw == 0, s, tap_acc);
-              continue;
-            }
-          }
-          AccumulateTap(pixels, ci1 - ci0, *s, tap_acc);
-        }
+      WithPanels(
+          s, [&](auto* dy, auto*) { PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, dy); });
+      if (plan_.all_taps) {
+        WithPanels(s, [&](auto*, auto* x) { PackInputAllTaps(p_, input_, r0, r1, x); });
+        AccumulatePanel(pixels, ci1 - ci0, p_.filter_rows * p_.filter_cols, true, s,
+                        acc + ci0 * plan_.lanes);
+        continue;
+      }
+      for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
+        WithPanels(s, [&](auto*, auto* x) {
+          PackInputForTap(p_, input_, r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0,
+                          ci1, x);
+        });
+        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + (tap * cg + ci0) * plan_.lanes);
       }
     }
   }
 
-  // One tap of one chunk: the micro-kernel's rows are the chunk's `width`
-  // input channels, its reduction runs over the chunk's pixels.
-  void AccumulateTap(int64_t pixels, int64_t width, const Scratch& s, Acc* tap_acc) const {
+  // Calls f(dy panel, x panel) with the panels the plan's path packs into:
+  // T for the pair kernel (it interleaves them), Acc otherwise.
+  template <typename F>
+  void WithPanels(Scratch* s, const F& f) const {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.path == Path::kBf16Pairs) return f(s->raw_dy.data(), s->raw_x.data());
+    }
+    f(s->dy.data(), s->x.data());
+  }
+
+  // The panel of `taps` taps, the first one's sums at tap_acc, along the
+  // plan's path.
+  void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap, Scratch* s,
+                       Acc* tap_acc) const {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.path == Path::kBf16Pairs) {
+        AccumulatePairs(pixels, width, taps, first_tap, s, tap_acc);
+        return;
+      }
+    }
+    AccumulateTap(pixels, width, taps, *s, tap_acc);
+  }
+
+  // `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
+  // input channels, a line per tap, its reduction runs over the chunk's
+  // pixels.
+  void AccumulateTap(int64_t pixels, int64_t width, int64_t taps, const Scratch& s,
+                     Acc* tap_acc) const {
     cpu::TapOperands<Acc> o;
     o.x = s.x.data();
     o.pixel_stride = 1;
-    cpu::GenericKernelCall<Acc>::SetReduction(pixels, width, &o);
+    cpu::GenericKernelCall<Acc>::SetReduction(pixels, taps * width, &o);
     o.w_block_stride = pixels * plan_.block;
     o.acc_stride = plan_.lanes;
-    o.rows = o.run = width;
-    o.x_line_stride = o.acc_line_stride = 0;
+    o.rows = taps * width;
+    o.run = width;
+    o.x_line_stride = width;
+    o.acc_line_stride = p_.filter_in_depth * plan_.lanes;
     cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s.dy.data(), tap_acc,
                         plan_.blocks, plan_.block, &o);
   }
 
   // The same with the pair kernel, the reduction over pixel pairs. The
   // out_backprop pairs are made on a chunk's first tap, the input's for
-  // every tap.
-  void AccumulatePairs(int64_t pixels, int64_t width, bool first_tap, Scratch* s,
+  // every panel.
+  void AccumulatePairs(int64_t pixels, int64_t width, int64_t taps, bool first_tap, Scratch* s,
                        Acc* tap_acc) const {
     const int64_t pairs = (pixels + 1) / 2;
     if (first_tap) {
       s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
       for (int64_t b = 0; b < plan_.blocks; ++b) {
-        InterleavePairs(s->dy.data() + b * pixels * plan_.block, pixels, plan_.block,
+        InterleavePairs(s->raw_dy.data() + b * pixels * plan_.block, pixels, plan_.block,
                         s->pairs_dy.data() + b * pairs * plan_.block);
       }
     }
-    s->pairs_x.resize(static_cast<size_t>(pairs * width));
-    InterleavePairs(s->x.data(), pixels, width, s->pairs_x.data());
+    const int64_t panel = taps * width;
+    s->pairs_x.resize(static_cast<size_t>(pairs * panel));
+    InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
     cpu::Bf16PairOperands o;
     o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
     o.pixel_stride = 2;
-    cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * width, &o);
+    cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
     o.w_block_stride = pairs * plan_.block;
     o.acc_stride = plan_.lanes;
-    o.rows = o.run = width;
-    o.x_line_stride = o.acc_line_stride = 0;
+    o.rows = panel;
+    o.run = width;
+    o.x_line_stride = 2 * width;
+    o.acc_line_stride = p_.filter_in_depth * plan_.lanes;
     cpu::CallOverBlocks(cpu::Bf16PairKernelCall{pair_kernel_}, s->pairs_dy.data(),
                         reinterpret_cast<float*>(tap_acc), plan_.blocks, plan_.block, &o);
   }
@@ -254,49 +348,47 @@ class BackpropFilterTask {
 // The depthwise path (NHWC, one channel per group): one task per slice
 
 // partial[slice][tap][g]: each out_backprop pixel's channels times those of
-// the input pixel each tap reads, elementwise across the groups, pixel after
-// pixel in order.
+// the input pixel each tap reads, elementwise across the groups. A tap's
+// sums run over the pixels in order: row after row, and within a row the
+// columns whose tap reads padding (adding 0 * dy) and, between them, those
+// inside the input, reduced by the depthwise micro-kernel.
 template <typename T, typename Acc>
 class DepthwiseFilterTask {
  public:
   DepthwiseFilterTask(const ConvProblem& p, const CpuFilterPlan& plan, const T* input,
                       const T* out_backprop, Acc* partial)
-      : p_(p), plan_(plan), input_(input), out_backprop_(out_backprop), partial_(partial) {}
+      : p_(p),
+        plan_(plan),
+        input_(input),
+        out_backprop_(out_backprop),
+        partial_(partial),
+        kernel_(cpu::SelectDepthwiseKernel<Acc>()) {}
 
-  // Slices [begin, end). Kept out of line: inlined into the std::function
-  // thunk, GCC 12 spills the inner loop's bound and runs ~7% more
-  // instructions.
-  __attribute__((noinline)) void Run(int64_t begin, int64_t end) const {
+  // Slices [begin, end).
+  void Run(int64_t begin, int64_t end) const {
     const int64_t channels = p_.groups;
     const int64_t rows = p_.batch * p_.out_rows;
-    std::vector<Acc> x(static_cast<size_t>(channels)), dy(static_cast<size_t>(channels));
+    std::vector<Acc> dy_row, x_row;  // rows converted to Acc (T is not Acc)
     for (int64_t slice = begin; slice < end; ++slice) {
       Acc* acc = partial_ + slice * plan_.slice_elements;
       std::fill(acc, acc + p_.filter_rows * p_.filter_cols * channels, Acc(0));
       for (int64_t r = slice * rows / plan_.slices; r < (slice + 1) * rows / plan_.slices; ++r) {
         const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-        for (int64_t ow = 0; ow < p_.out_cols; ++ow) {
-          cpu::ConvertRow(out_backprop_ + ((n * p_.out_rows + oh) * p_.out_cols + ow) * channels,
-                          channels, dy.data());
-          for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
-            const int64_t h = cpu::InputRow(p_, oh, kh);
+        const Acc* dy =
+            AsAcc(out_backprop_ + r * p_.out_cols * channels, p_.out_cols * channels, &dy_row);
+        for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+          const int64_t h = cpu::InputRow(p_, oh, kh);
+          Acc* tap_acc = acc + kh * p_.filter_cols * channels;
+          if (h < 0 || h >= p_.in_rows) {
             for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-              const int64_t w = cpu::InputCol(p_, ow, kw);
-              Acc* a = acc + (kh * p_.filter_cols + kw) * channels;
-              if (h < 0 || h >= p_.in_rows || w < 0 || w >= p_.in_cols) {
-                // Padding still adds 0 * dy, like the generic path and the
-                // definition: NaN where dy is not finite.
-                for (int64_t c = 0; c < channels; ++c) a[c] += Acc(0) * dy[c];
-                continue;
-              }
-              const T* src = input_ + ((n * p_.in_rows + h) * p_.in_cols + w) * channels;
-              const Acc* xs = reinterpret_cast<const Acc*>(src);
-              if constexpr (!std::is_same_v<T, Acc>) {
-                cpu::ConvertRow(src, channels, x.data());
-                xs = x.data();
-              }
-              for (int64_t c = 0; c < channels; ++c) a[c] += xs[c] * dy[c];
+              AddPadding(dy, 0, p_.out_cols, tap_acc + kw * channels);
             }
+            continue;
+          }
+          const Acc* x = AsAcc(input_ + (n * p_.in_rows + h) * p_.in_cols * channels,
+                               p_.in_cols * channels, &x_row);
+          for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
+            AccumulateRow(dy, x, kw, tap_acc + kw * channels);
           }
         }
       }
@@ -304,11 +396,45 @@ class DepthwiseFilterTask {
   }
 
  private:
+  // One out_backprop row (dy) through tap column kw of a filter row that
+  // reads input row x.
+  void AccumulateRow(const Acc* dy, const Acc* x, int64_t kw, Acc* a) const {
+    const int64_t channels = p_.groups;
+    const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+    AddPadding(dy, 0, cols.lo, a);
+    if (cols.hi > cols.lo) {
+      kernel_({x + (cols.lo * p_.stride_cols - cols.shift) * channels, p_.stride_cols * channels,
+               dy + cols.lo * channels, channels, cols.hi - cols.lo, channels, a});
+    }
+    AddPadding(dy, cols.hi, p_.out_cols, a);
+  }
+
+  // Padding still adds 0 * dy, like the generic path and the definition:
+  // NaN where dy is not finite. Columns [ow0, ow1) of the row dy.
+  void AddPadding(const Acc* dy, int64_t ow0, int64_t ow1, Acc* a) const {
+    const int64_t channels = p_.groups;
+    for (int64_t ow = ow0; ow < ow1; ++ow) {
+      for (int64_t c = 0; c < channels; ++c) a[c] += Acc(0) * dy[ow * channels + c];
+    }
+  }
+
+  // src[0, n) as Acc: in place, or converted into *storage.
+  static const Acc* AsAcc(const T* src, int64_t n, std::vector<Acc>* storage) {
+    if constexpr (std::is_same_v<T, Acc>) {
+      return src;
+    } else {
+      storage->resize(static_cast<size_t>(n));
+      cpu::ConvertRow(src, n, storage->data());
+      return storage->data();
+    }
+  }
+
   const ConvProblem& p_;
   const CpuFilterPlan plan_;
   const T* input_;
   const T* out_backprop_;
   Acc* partial_;
+  const cpu::DepthwiseKernel<Acc> kernel_;
 };
 
 // ---------------------------------------------------------------------------

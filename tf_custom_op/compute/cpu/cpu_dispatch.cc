@@ -9,13 +9,15 @@
 namespace conv2d_transpose {
 namespace cpu {
 
-#define DECLARE_ISA(isa)                   \
-  namespace isa {                          \
-  template <typename Acc>                  \
-  TapKernel<Acc> SelectTapKernel(int64_t); \
-  template <typename T>                    \
-  WidenKernel<T> SelectWidenKernel();      \
-  Bf16PairKernel SelectBf16PairKernel();   \
+#define DECLARE_ISA(isa)                        \
+  namespace isa {                               \
+  template <typename Acc>                       \
+  TapKernel<Acc> SelectTapKernel(int64_t);      \
+  template <typename T>                         \
+  WidenKernel<T> SelectWidenKernel();           \
+  template <typename Acc>                       \
+  DepthwiseKernel<Acc> SelectDepthwiseKernel(); \
+  Bf16PairKernel SelectBf16PairKernel();        \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
@@ -100,6 +102,21 @@ WidenKernel<T> SelectWidenKernel() {
   return generic::SelectWidenKernel<T>();
 }
 
+template <typename Acc>
+DepthwiseKernel<Acc> SelectDepthwiseKernel() {
+  switch (Chosen()) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectDepthwiseKernel<Acc>();
+    case Isa::kAvx512:
+      return avx512::SelectDepthwiseKernel<Acc>();
+    case Isa::kAvx2:
+      return avx2::SelectDepthwiseKernel<Acc>();
+    case Isa::kGeneric:
+      break;
+  }
+  return generic::SelectDepthwiseKernel<Acc>();
+}
+
 Bf16PairKernel SelectBf16PairKernel() {
   return Chosen() == Isa::kAvx512Bf16 ? avx512bf16::SelectBf16PairKernel() : nullptr;
 }
@@ -121,17 +138,20 @@ const char* CpuKernelIsa() {
 template TapKernel<float> SelectTapKernel<float>(int64_t);
 template TapKernel<double> SelectTapKernel<double>(int64_t);
 template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
+template DepthwiseKernel<float> SelectDepthwiseKernel<float>();
+template DepthwiseKernel<double> SelectDepthwiseKernel<double>();
 template WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>();
 template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
 
 // The tests' way past Chosen() (ukernel_table.h); the choice above does not
 // use it.
 const UkernelTable* UkernelTableFor(const char* isa) {
-#define ISA_TABLE(name, id)                                                              \
-  {                                                                                      \
-    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>, \
-        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                   \
-        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16> \
+#define ISA_TABLE(name, id)                                                               \
+  {                                                                                       \
+    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,  \
+        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                    \
+        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16>, \
+        &name::SelectDepthwiseKernel<float>, &name::SelectDepthwiseKernel<double>         \
   }
   static const UkernelTable tables[] = {
       ISA_TABLE(generic, Isa::kGeneric),

@@ -159,6 +159,8 @@ constexpr int64_t kTargetFilterTasks = 16;
 constexpr int64_t kMinChannelsPerTask = 32;
 // Scratch (packed out_backprop + gathered input) per chunk, in elements.
 constexpr int64_t kChunkElements = int64_t{1} << 18;
+// Most micro-kernel rows (taps x input channels) one all-taps panel holds.
+constexpr int64_t kMaxAllTapsRows = 512;
 
 struct CpuFilterPlan {
   Path path;
@@ -175,6 +177,14 @@ struct CpuFilterPlan {
   // One slice already in the output's layout and type: the tasks sum
   // straight into filter_backprop, with no partials and no final pass.
   bool direct;
+  // The input values of every tap are gathered into one panel per chunk,
+  // [pixel][tap][ci], reduced by one micro-kernel call per block pair whose
+  // rows are (tap, ci). With few input channels a call per tap would have
+  // too few rows to fill the register tile, and a gather per tap would copy
+  // a few values at a time. Only where a filter row's taps read one
+  // contiguous run of input (NHWC, one group, undilated columns): with
+  // groups the strided gather costs more than it saves (measured).
+  bool all_taps;
   // The partial sums, in the accumulation type (0 when direct or empty).
   int64_t workspace_bytes;
 
@@ -190,10 +200,15 @@ struct CpuFilterPlan {
     return rows * p.out_cols * (2 * p.filter_rows * p.filter_cols * ci_chunk * lanes + lanes);
   }
 
+  // Gathered input values per out_backprop pixel: one tap's or every tap's.
+  int64_t panel_width(const ConvProblem& p) const {
+    return all_taps ? p.filter_rows * p.filter_cols * ci_chunk : ci_chunk;
+  }
+
   // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
   // kChunkElements.
   int64_t ChunkRows(const ConvProblem& p) const {
-    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + ci_chunk), 64, 4096);
+    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + panel_width(p)), 64, 4096);
     return std::max<int64_t>(1, pixels / std::max<int64_t>(p.out_cols, 1));
   }
 };
@@ -232,6 +247,9 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   plan.ci_chunk = (cg + plan.ci_chunks - 1) / plan.ci_chunks;
   plan.ci_chunks = (cg + plan.ci_chunk - 1) / plan.ci_chunk;
   plan.direct = std::is_same_v<T, Acc> && plan.slices == 1 && p.groups == 1 && plan.lanes == cog;
+  plan.all_taps = !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 &&
+                  plan.ci_chunks == 1 && cg < kMinChannelsPerTask &&
+                  p.filter_rows * p.filter_cols * cg <= kMaxAllTapsRows;
 
   if (depthwise) {
     plan.path = Path::kDepthwise;

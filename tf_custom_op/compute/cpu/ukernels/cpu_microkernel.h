@@ -80,6 +80,23 @@ using Bf16PairKernel = void (*)(const Bf16PairOperands& operands);
 // set has no AVX512-BF16 (callers then widen to float and use TapKernel).
 Bf16PairKernel SelectBf16PairKernel();
 
+// The depthwise filter-gradient micro-kernel: one product per channel,
+//   acc[c] += sum_i x[i*x_stride + c] * dy[i*dy_stride + c]
+// for c < channels, the terms added in order of i < pixels (deterministic;
+// each channel's sum held in a register across the pixels).
+template <typename Acc>
+struct DepthwiseOperands {
+  const Acc* x;
+  int64_t x_stride;
+  const Acc* dy;
+  int64_t dy_stride, pixels, channels;
+  Acc* acc;
+};
+template <typename Acc>
+using DepthwiseKernel = void (*)(const DepthwiseOperands<Acc>& operands);
+template <typename Acc>
+DepthwiseKernel<Acc> SelectDepthwiseKernel();  // Acc: float or double
+
 // dst[i] = float(src[i]) for i < n, exactly (every half and bfloat16 value,
 // subnormals, infinities and NaNs included), vectorised where the CPU can.
 template <typename T>

@@ -244,6 +244,36 @@ void AccumulateTap(const TapOperands<Acc>& o) {
   }
 }
 
+// kVectors native vectors of channels from c, summed over the pixels in
+// registers.
+template <typename Acc, int kVectors>
+__attribute__((always_inline)) inline void DepthwiseVectors(const DepthwiseOperands<Acc>& o,
+                                                            int64_t c) {
+  constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
+  using V = typename VecType<Acc, kLanes>::type;
+  V a[kVectors];
+  for (int v = 0; v < kVectors; ++v) a[v] = Load<V>(o.acc + c + v * kLanes);
+  const Acc* x = o.x + c;
+  const Acc* dy = o.dy + c;
+  for (int64_t i = 0; i < o.pixels; ++i, x += o.x_stride, dy += o.dy_stride) {
+    for (int v = 0; v < kVectors; ++v) a[v] += Load<V>(x + v * kLanes) * Load<V>(dy + v * kLanes);
+  }
+  for (int v = 0; v < kVectors; ++v) Store(a[v], o.acc + c + v * kLanes);
+}
+
+template <typename Acc>
+void DepthwiseReduce(const DepthwiseOperands<Acc>& o) {
+  constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
+  int64_t c = 0;
+  for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseVectors<Acc, 4>(o, c);
+  for (; c + kLanes <= o.channels; c += kLanes) DepthwiseVectors<Acc, 1>(o, c);
+  for (; c < o.channels; ++c) {
+    Acc a = o.acc[c];
+    for (int64_t i = 0; i < o.pixels; ++i) a += o.x[i * o.x_stride + c] * o.dy[i * o.dy_stride + c];
+    o.acc[c] = a;
+  }
+}
+
 #if defined(__AVX512BF16__)
 // kRows rows x kBlocks 16-lane blocks of float accumulators; per pair of
 // channels one 32-bit broadcast of x and one VDPBF16PS per block.
@@ -331,6 +361,11 @@ TapKernel<Acc> SelectTapKernel(int64_t block) {
   }
 }
 
+template <typename Acc>
+DepthwiseKernel<Acc> SelectDepthwiseKernel() {
+  return &DepthwiseReduce<Acc>;
+}
+
 Bf16PairKernel SelectBf16PairKernel() {
 #if defined(__AVX512BF16__)
   return &AccumulatePairs;
@@ -353,6 +388,8 @@ WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>() {
 template TapKernel<float> SelectTapKernel<float>(int64_t);
 template TapKernel<double> SelectTapKernel<double>(int64_t);
 template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
+template DepthwiseKernel<float> SelectDepthwiseKernel<float>();
+template DepthwiseKernel<double> SelectDepthwiseKernel<double>();
 
 }  // namespace CONV2D_CPU_ISA
 }  // namespace cpu

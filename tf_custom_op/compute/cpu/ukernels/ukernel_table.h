@@ -23,6 +23,8 @@ struct UkernelTable {
   Bf16PairKernel (*bf16_pair)();  // returns nullptr unless the set has AVX512-BF16
   WidenKernel<Eigen::half> (*widen_half)();
   WidenKernel<Eigen::bfloat16> (*widen_bf16)();
+  DepthwiseKernel<float> (*depthwise_f32)();
+  DepthwiseKernel<double> (*depthwise_f64)();
 };
 
 // The table of the set named `isa` (the names CONV2D_TRANSPOSE_CPU_ISA
