@@ -7,7 +7,10 @@ import re
 import pytest
 import tensorflow as tf
 
-from tf_conv2d_transpose import benchmark, cli
+from tf_conv2d_transpose import benchmark, benchmark_e2e, cli
+
+# The bandwidth test's arrays in these tests (256 MiB in a real run).
+SMALL_STREAM = ["--stream-mib", "16"]
 
 
 @pytest.mark.parametrize("name,config,_", benchmark.SHAPES, ids=[s[0] for s in benchmark.SHAPES])
@@ -31,13 +34,111 @@ def test_half_grid_is_dcgan_and_unet():
 def test_bench_command_writes_json(op, tmp_path):
     out = tmp_path / "result.json"
     argv = ["bench", "--op", op, "--only", "FCN-16 9x11", "--repeats", "1", "--json", str(out)]
-    assert cli.main(argv) == 0
+    assert cli.main(argv + SMALL_STREAM) == 0
     summary = json.loads(out.read_text())
     assert summary["op"] == op and summary["sgemm_gflops"] > 0
+    assert summary["bandwidth_gbs"] > 0 and summary["world"] == benchmark.current_world()
     (shape,) = summary["shapes"]
     assert set(shape["median_ms"]) == {"plugin", "builtin", "xla", "plugin_xla"}
     assert summary["geomean_jit_plugin_vs_jit_builtin"] > 0
     assert all(ms > 0 for ms in shape["median_ms"].values())
+    assert shape["roofline_bound"] in ("compute", "memory") and shape["roofline_ms"] > 0
+    assert shape["percent_of_roofline"] == pytest.approx(
+        100 * shape["roofline_ms"] / shape["median_ms"]["plugin"]
+    )
+
+
+def test_roofline_arithmetic():
+    # FCN-16 9x11: dy 1x9x11x21, filter 4x4x21x21, dx 1x18x22x21, float32.
+    config = dict((name, c) for name, c, _ in benchmark.SHAPES)["FCN-16 9x11 K4 s2 21->21"]
+    elements = 9 * 11 * 21 + 4 * 4 * 21 * 21 + 18 * 22 * 21
+    assert benchmark.bytes_moved(config, tf.float32) == 4 * elements
+    assert benchmark.bytes_moved(config, tf.bfloat16) == 2 * elements
+    # 1 GFLOP at 100 GFLOP/s: 10 ms; 1 GB at 10 GB/s: 100 ms.
+    assert benchmark.roofline_ms(1e9, 10**9, 100.0, 10.0) == pytest.approx((100.0, "memory"))
+    assert benchmark.roofline_ms(1e9, 10**6, 100.0, 10.0) == pytest.approx((10.0, "compute"))
+
+
+def test_eigen_world_runs_in_a_subprocess(tmp_path):
+    out = tmp_path / "eigen.json"
+    argv = ["bench", "--world", "eigen", "--only", "FCN-16 9x11", "--repeats", "1"]
+    assert cli.main(argv + SMALL_STREAM + ["--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["world"] == "eigen"
+    (shape,) = summary["shapes"]
+    assert {"plugin", "builtin"} <= set(shape["median_ms"])
+
+
+def test_e2e_trains_both_layers(tmp_path):
+    # One tiny DCGAN generator (channels / 8, batch 2) in a TF_ENABLE_ONEDNN_OPTS=0
+    # subprocess, mixed bfloat16, one warm-up step, one profiled, and of 5 timed
+    # steps the 3 that --max-seconds 0 leaves.
+    out = tmp_path / "e2e.json"
+    argv = ["bench", "--e2e", "--models", "dcgan", "--policies", "mixed_bfloat16"]
+    argv += ["--worlds", "eigen", "--batch", "2", "--steps", "5", "--warmup", "2"]
+    argv += ["--max-seconds", "0", "--width", "0.125", "--profile", "2", "--json", str(out)]
+    assert cli.main(argv) == 0
+    (run,) = json.loads(out.read_text())["runs"]
+    assert "error" not in run and not run["errors"], run
+    assert (run["model"], run["policy"], run["world"]) == ("dcgan", "mixed_bfloat16", "eigen")
+    assert set(run["median_ms"]) == {"plugin", "stock"}
+    assert all(ms > 0 for ms in run["median_ms"].values())
+    assert [len(run["step_ms"][kind]) for kind in ("plugin", "stock")] == [3, 3]
+    # Same weights, same batch: the first step's losses agree.
+    losses = run["first_loss"]
+    assert losses["plugin"] == pytest.approx(losses["stock"], rel=0.05)
+    assert any(op.startswith("Conv2DTranspose>") for op in run["profile"]["plugin"])
+    assert not any(op.startswith("Conv2DTranspose>") for op in run["profile"]["stock"])
+
+
+@pytest.mark.parametrize("name,transposed", [("dcgan", 4), ("unet", 3)])
+def test_e2e_models(name, transposed):
+    # Both kinds of the model: 64x64x3 out, the same weights, the plugin's
+    # layer exactly where the stock model has Keras' (built, not trained).
+    models = benchmark_e2e.build_pair(name, width=0.125)
+    plugin_layer = benchmark_e2e._layer_class("plugin")
+    for kind, model in models.items():
+        assert model.output_shape == (None, 64, 64, 3)
+        ours = [layer for layer in model.layers if isinstance(layer, plugin_layer)]
+        assert len(ours) == (transposed if kind == "plugin" else 0)
+    weights = [m.get_weights() for m in models.values()]
+    assert all((a == b).all() for a, b in zip(*weights))
+
+
+def test_profile_counts_outermost_ops_per_type():
+    # Executor scope > op > nested trace (its op's time); two threads.
+    def event(tid, name, ts, dur):
+        return {"ph": "X", "pid": 1, "tid": tid, "name": name, "ts": ts, "dur": dur}
+
+    trace = {
+        "traceEvents": [
+            {
+                "ph": "M",
+                "pid": 1,
+                "tid": 7,
+                "name": "thread_name",
+                "args": {"name": "tf_Compute/1"},
+            },
+            {
+                "ph": "M",
+                "pid": 1,
+                "tid": 8,
+                "name": "thread_name",
+                "args": {"name": "tf_Compute/2"},
+            },
+            {"ph": "M", "pid": 1, "tid": 9, "name": "thread_name", "args": {"name": "python"}},
+            event(7, "ExecutorState::Process", 0, 100),
+            event(7, "a/conv:Conv2DTranspose>Conv2DBackpropInput", 10, 50),
+            event(7, "ParallelFor", 20, 30),
+            event(7, "Mul", 70, 10),
+            event(8, "b/conv:Conv2DTranspose>Conv2DBackpropInput", 0, 5),
+            event(9, "Mul", 0, 1000),  # not an executor thread
+        ]
+    }
+    assert benchmark_e2e._op_times(trace) == {
+        "Conv2DTranspose>Conv2DBackpropInput": 55,
+        "Mul": 10,
+    }
 
 
 def test_memory_probe_counts_the_output():

@@ -4,14 +4,25 @@ Times the plugin's ``Conv2DBackpropInput`` (or, with ``--op filter``,
 ``Conv2DBackpropFilter``) against TensorFlow's built-in op and the built-in
 under ``jit_compile=True`` (XLA), and the plugin's op under
 ``jit_compile=True`` (its XLA lowering) next to the latter, in one process,
-interleaved, after two
-warm-up calls, median of ``--repeats`` calls (each wrapped in a
-``tf.function``). FLOPs = 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column
+interleaved, after two warm-up calls, median of ``--repeats`` calls (each
+wrapped in a ``tf.function``). FLOPs = 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column
 is NumPy's float32 2048x2048 product measured in the same process. Prints a
 markdown table and the geometric-mean speed-ups last; ``--json`` and
 ``--png`` write the results and a chart. ``--memory`` also measures, for
 each shape, how much one eager call grows the peak resident memory of a
 fresh process (the plugin's and the built-in's).
+
+Roofline columns: the same process also measures the memory bandwidth
+(NumPy copy and add over 256 MiB arrays, one slice per core, best of a few);
+a layer's bound is max(FLOPs / sgemm peak, bytes / bandwidth), where bytes
+are the op's two inputs read once and its output written once, and "% of
+roofline" is that bound over the plugin's time.
+
+``--world eigen`` reruns the whole command in a subprocess with
+``TF_ENABLE_ONEDNN_OPTS=0``, where TensorFlow's built-in CPU kernels are
+Eigen's (which refuse NCHW, dilations and groups: "fails"); ``--world onednn``
+forces oneDNN on. ``--e2e`` times Keras training steps of whole models instead
+(``bench --e2e --help``; :mod:`tf_conv2d_transpose.benchmark_e2e`).
 
 Shapes are named after the layers they come from: out_backprop (dy) spatial
 size, kernel, stride, channels Co -> Cin, batch.
@@ -26,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -38,6 +50,9 @@ from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
 
 # The plugin, the built-in, the built-in under XLA, the plugin under XLA.
 KINDS = ("plugin", "builtin", "xla", "plugin_xla")
+# --world: the value of TF_ENABLE_ONEDNN_OPTS that selects each set of
+# TensorFlow's CPU kernels.
+WORLDS = {"onednn": "1", "eigen": "0"}
 
 
 def _same(n: int, dy_h: int, dy_w: int, co: int, ci: int, k: int, s: int, **kw) -> C:
@@ -123,6 +138,77 @@ def sgemm_gflops(size: int = 2048, repeats: int = 5) -> float:
     return 2.0 * size**3 / statistics.median(times) / 1e9
 
 
+def stream_bandwidth_gbs(mib: int = 256, repeats: int = 4) -> Dict[str, float]:
+    """Memory bandwidth in GB/s of two streaming NumPy kernels over ``mib``-MiB
+    float32 arrays, each run on one slice per available core (NumPy releases
+    the GIL), best of ``repeats``: ``copy`` (b = a: 2 arrays moved) and
+    ``add`` (c = a + b: 3 arrays moved), counting only the bytes the kernel
+    names (as STREAM does); ``best`` is the larger of the two."""
+    n = mib * 2**20 // 4
+    a = np.ones(n, np.float32)
+    b = np.zeros(n, np.float32)
+    c = np.zeros(n, np.float32)
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    edges = np.linspace(0, n, threads + 1).astype(int)
+    slices = [slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    kernels = {
+        "copy": (2, lambda s: np.copyto(b[s], a[s])),
+        "add": (3, lambda s: np.add(a[s], b[s], out=c[s])),
+    }
+    result: Dict[str, float] = {}
+    with ThreadPoolExecutor(threads) as pool:
+        for name, (arrays, kernel) in kernels.items():
+            best = float("inf")
+            for _ in range(repeats + 1):  # the first pass faults the pages in
+                start = time.perf_counter()
+                list(pool.map(kernel, slices))
+                best = min(best, time.perf_counter() - start)
+            result[name] = arrays * a.nbytes / best / 1e9
+    result["best"] = max(result["copy"], result["add"])
+    return result
+
+
+def bytes_moved(config: C, dtype: tf.DType) -> int:
+    """The least memory traffic of one call: its two operands read once and its
+    result written once. Both gradients touch the same three tensors (the
+    input gradient reads filter and dy and writes dx; the filter gradient
+    reads x and dy and writes the filter)."""
+    shapes = (config.input_shape, config.filter_shape, config.out_backprop_shape)
+    return sum(int(np.prod(shape)) for shape in shapes) * dtype.size
+
+
+def roofline_ms(
+    flops: float, nbytes: int, peak_gflops: float, bandwidth_gbs: float
+) -> Tuple[float, str]:
+    """The roofline's lower bound on one call's time in milliseconds,
+    max(FLOPs / peak, bytes / bandwidth), and which of the two it is
+    (``"compute"`` or ``"memory"``)."""
+    compute = flops / (peak_gflops * 1e9) * 1e3
+    memory = nbytes / (bandwidth_gbs * 1e9) * 1e3
+    return (compute, "compute") if compute >= memory else (memory, "memory")
+
+
+def current_world() -> str:
+    """Which of TensorFlow's CPU kernel sets this process uses: ``"onednn"``
+    or ``"eigen"`` (TF_ENABLE_ONEDNN_OPTS, as TensorFlow itself reads it)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return "onednn" if _pywrap_util_port.IsMklEnabled() else "eigen"
+    except (ImportError, AttributeError):  # a TensorFlow without the probe
+        return "eigen" if os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0" else "onednn"
+
+
+def rerun_in_world(world: str, module: str, argv: Sequence[str]) -> int:
+    """Runs ``python -m module argv`` in a subprocess whose TensorFlow uses the
+    ``world`` kernels (TF_ENABLE_ONEDNN_OPTS is read once per process, so the
+    switch needs a fresh one); returns its exit status. Its output goes to
+    this process's."""
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=WORLDS[world])
+    sys.stdout.flush()
+    return subprocess.run([sys.executable, "-m", module, *argv], env=env).returncode
+
+
 def geomean(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
@@ -159,57 +245,159 @@ def _measure_memory(which: str, dtype: str, index: int, kind: str) -> Optional[i
     return int(result.stdout.strip().splitlines()[-1])
 
 
-def run_benchmark(
-    which: str, dtype_name: str, repeats: int, memory: bool, only: Optional[str]
-) -> Dict:
-    dtype = tf.as_dtype(dtype_name)
-    ops = {kind: _op(kind, which) for kind in KINDS}
-    peak = sgemm_gflops()
+def _time_kinds(
+    ops: Dict[str, Callable],
+    sizes: tf.Tensor,
+    a: tf.Tensor,
+    dy: tf.Tensor,
+    attrs: Dict,
+    repeats: int,
+) -> Dict[str, float]:
+    """Median milliseconds of each kind that accepts the call (the plugin's op,
+    the built-in, each under XLA), interleaved."""
+    times: Dict[str, List[float]] = {}
+    for kind in KINDS:
+        try:
+            ops[kind](sizes, a, dy, attrs).numpy()
+            ops[kind](sizes, a, dy, attrs).numpy()
+            times[kind] = []
+        except tf.errors.InvalidArgumentError:
+            pass  # the built-in refuses it on this CPU
+    for _ in range(repeats):
+        for kind in times:
+            start = time.perf_counter()
+            ops[kind](sizes, a, dy, attrs).numpy()
+            times[kind].append(time.perf_counter() - start)
+    return {kind: statistics.median(t) * 1e3 for kind, t in times.items()}
+
+
+def _table_row(entry: Dict, peak: float) -> str:
+    """One markdown row: times, throughput, the roofline bound and the ratios
+    against the plugin."""
+    ms = entry["median_ms"]
+    cells = [f"{ms[k]:.2f}" if k in ms else "fails" for k in KINDS]
+    ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in KINDS[1:3]]
+    both_jit = "xla" in ms and "plugin_xla" in ms
+    ratios.append(f"{ms['xla'] / ms['plugin_xla']:.2f}x" if both_jit else "fails")
+    gflops = entry["plugin_gflops"]
+    bound = f"{entry['roofline_ms']:.2f} {entry['roofline_bound']}"
+    return (
+        f"| {entry['shape']} | {' | '.join(cells)} | {gflops:.1f} | {100 * gflops / peak:.0f}% | "
+        f"{bound} | {entry['percent_of_roofline']:.0f}% | {' | '.join(ratios)} |"
+    )
+
+
+def _geomean_ratio(results: List[Dict], slow: str, fast: str) -> float:
+    """Geometric mean of median_ms[slow] / median_ms[fast] over the shapes
+    where both ran."""
+    return geomean(
+        [
+            r["median_ms"][slow] / r["median_ms"][fast]
+            for r in results
+            if slow in r["median_ms"] and fast in r["median_ms"]
+        ]
+    )
+
+
+def _summarize(which: str, dtype_name: str, machine: Dict, results: List[Dict]) -> Dict:
+    """Prints the machine's ceilings, the geometric means and the slowest
+    layer; returns the JSON document."""
+    peak, bandwidth = machine["sgemm_gflops"], machine["bandwidth_gbs"]
+    speedups = {kind: _geomean_ratio(results, kind, "plugin") for kind in KINDS[1:]}
+    jit_vs_jit = _geomean_ratio(results, "xla", "plugin_xla")
+    slowest = min(
+        (
+            (r["median_ms"]["builtin"] / r["median_ms"]["plugin"], r["shape"])
+            for r in results
+            if "builtin" in r["median_ms"]
+        ),
+        default=(float("nan"), "-"),
+    )
+    roofline = geomean([r["percent_of_roofline"] for r in results])
+    world = current_world()
+    print(
+        f"\n{world} world; sgemm peak (NumPy, this process): {peak:.0f} GFLOP/s; memory "
+        f"bandwidth (NumPy copy/add): {bandwidth:.1f} GB/s; lowest ratio vs built-in: "
+        f"{slowest[0]:.2f}x ({slowest[1]}); geometric-mean speed-up vs built-in (where it "
+        f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x; under jit_compile, "
+        f"the plugin vs the built-in: {jit_vs_jit:.2f}x; geometric-mean % of roofline: "
+        f"{roofline:.0f}%"
+    )
+    return {
+        "op": which,
+        "dtype": dtype_name,
+        "world": world,
+        "sgemm_gflops": peak,
+        "bandwidth_gbs": bandwidth,
+        "bandwidth_kernels_gbs": machine["bandwidth_kernels_gbs"],
+        "geomean_speedup": speedups,
+        "geomean_jit_plugin_vs_jit_builtin": jit_vs_jit,
+        "geomean_percent_of_roofline": roofline,
+        "shapes": results,
+    }
+
+
+def _header(which: str, dtype_name: str, memory: bool) -> str:
+    """The markdown table's header row."""
     header = (
         f"| {which} gradient ({dtype_name}) | plugin ms | built-in ms | XLA ms | plugin+XLA ms "
-        "| GFLOP/s | % of sgemm | vs built-in | vs XLA | plugin+XLA vs XLA |"
+        "| GFLOP/s | % of sgemm | roofline ms | % of roofline | vs built-in | vs XLA "
+        "| plugin+XLA vs XLA |"
     )
-    if memory:
-        header += " plugin MiB | built-in MiB |"
+    return header + (" plugin MiB | built-in MiB |" if memory else "")
+
+
+def _measure_shape(
+    which: str, dtype: tf.DType, config: C, ops: Dict[str, Callable], repeats: int, machine: Dict
+) -> Dict:
+    """Times one shape; its JSON entry with the throughput and the roofline."""
+    sizes, a, dy = _operands(config, which, dtype)
+    ms = _time_kinds(ops, sizes, a, dy, config.op_attrs(), repeats)
+    nbytes = bytes_moved(config, dtype)
+    bound, limit = roofline_ms(
+        config.flops(), nbytes, machine["sgemm_gflops"], machine["bandwidth_gbs"]
+    )
+    return {
+        "op": which,
+        "config": config.describe(),
+        "dtype": dtype.name,
+        "median_ms": ms,
+        "plugin_gflops": config.flops() / (ms["plugin"] * 1e-3) / 1e9,
+        "bytes_moved": nbytes,
+        "roofline_ms": bound,
+        "roofline_bound": limit,
+        "percent_of_roofline": 100.0 * bound / ms["plugin"],
+    }
+
+
+def run_benchmark(
+    which: str,
+    dtype_name: str,
+    repeats: int,
+    memory: bool,
+    only: Optional[str],
+    stream_mib: int = 256,
+) -> Dict:
+    """Times every grid shape (or those matching ``only``), prints the table and
+    returns the results as a JSON-ready document; ``stream_mib`` sizes the
+    bandwidth test's arrays."""
+    dtype = tf.as_dtype(dtype_name)
+    ops = {kind: _op(kind, which) for kind in KINDS}
+    bandwidth = stream_bandwidth_gbs(stream_mib)
+    machine = {
+        "sgemm_gflops": sgemm_gflops(),
+        "bandwidth_gbs": bandwidth["best"],
+        "bandwidth_kernels_gbs": bandwidth,
+    }
+    header = _header(which, dtype_name, memory)
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     results = []
     for index, (name, config) in enumerate(shapes_for(dtype)):
         if only and only not in name:
             continue
-        sizes, a, dy = _operands(config, which, dtype)
-        attrs = config.op_attrs()
-        times: Dict[str, List[float]] = {}
-        for kind in KINDS:
-            try:
-                ops[kind](sizes, a, dy, attrs).numpy()
-                ops[kind](sizes, a, dy, attrs).numpy()
-                times[kind] = []
-            except tf.errors.InvalidArgumentError:
-                pass  # the built-in refuses it on this CPU
-        for _ in range(repeats):
-            for kind in times:
-                start = time.perf_counter()
-                ops[kind](sizes, a, dy, attrs).numpy()
-                times[kind].append(time.perf_counter() - start)
-        ms = {kind: statistics.median(t) * 1e3 for kind, t in times.items()}
-        gflops = config.flops() / (ms["plugin"] * 1e-3) / 1e9
-        cells = [f"{ms[k]:.2f}" if k in ms else "fails" for k in KINDS]
-        ratios = [f"{ms[k] / ms['plugin']:.2f}x" if k in ms else "fails" for k in KINDS[1:3]]
-        both_jit = "xla" in ms and "plugin_xla" in ms
-        ratios.append(f"{ms['xla'] / ms['plugin_xla']:.2f}x" if both_jit else "fails")
-        row = (
-            f"| {name} | {' | '.join(cells)} | {gflops:.1f} | {100 * gflops / peak:.0f}% | "
-            f"{' | '.join(ratios)} |"
-        )
-        entry = {
-            "op": which,
-            "shape": name,
-            "config": config.describe(),
-            "dtype": dtype_name,
-            "median_ms": ms,
-            "plugin_gflops": gflops,
-        }
+        entry = {"shape": name, **_measure_shape(which, dtype, config, ops, repeats, machine)}
+        row = _table_row(entry, machine["sgemm_gflops"])
         if memory:
             entry["peak_memory_bytes"] = {
                 kind: _measure_memory(which, dtype_name, index, kind)
@@ -221,45 +409,7 @@ def run_benchmark(
             )
         print(row, flush=True)
         results.append(entry)
-    speedups = {
-        kind: geomean(
-            [
-                r["median_ms"][kind] / r["median_ms"]["plugin"]
-                for r in results
-                if kind in r["median_ms"]
-            ]
-        )
-        for kind in KINDS[1:]
-    }
-    jit_vs_jit = geomean(
-        [
-            r["median_ms"]["xla"] / r["median_ms"]["plugin_xla"]
-            for r in results
-            if "xla" in r["median_ms"] and "plugin_xla" in r["median_ms"]
-        ]
-    )
-    slowest = min(
-        (
-            (r["median_ms"]["builtin"] / r["median_ms"]["plugin"], r["shape"])
-            for r in results
-            if "builtin" in r["median_ms"]
-        ),
-        default=(float("nan"), "-"),
-    )
-    print(
-        f"\nsgemm peak (NumPy, this process): {peak:.0f} GFLOP/s; lowest ratio vs built-in: "
-        f"{slowest[0]:.2f}x ({slowest[1]}); geometric-mean speed-up vs built-in (where it "
-        f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x; under jit_compile, "
-        f"the plugin vs the built-in: {jit_vs_jit:.2f}x"
-    )
-    return {
-        "op": which,
-        "dtype": dtype_name,
-        "sgemm_gflops": peak,
-        "geomean_speedup": speedups,
-        "geomean_jit_plugin_vs_jit_builtin": jit_vs_jit,
-        "shapes": results,
-    }
+    return _summarize(which, dtype_name, machine, results)
 
 
 def plot(summary: Dict, path: str) -> None:
@@ -303,14 +453,16 @@ def plot(summary: Dict, path: str) -> None:
     ax.set_yticklabels(names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("GFLOP/s (higher is better; a missing bar: the built-in refuses it)")
-    ax.set_title(f"{summary['op']} gradient, {summary['dtype']}, CPU")
+    world = summary.get("world", "onednn")
+    ax.set_title(f"{summary['op']} gradient, {summary['dtype']}, CPU, built-in: {world}")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The ``bench`` command line (``--e2e`` hands the rest to benchmark_e2e)."""
     parser = argparse.ArgumentParser(
         prog="python -m tf_conv2d_transpose bench",
         description=__doc__,
@@ -323,16 +475,48 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--png", default=None, help="write a chart here (needs matplotlib)")
+    parser.add_argument(
+        "--stream-mib", type=int, default=256, help="size of each bandwidth-test array (MiB)"
+    )
+    parser.add_argument(
+        "--world",
+        choices=sorted(WORLDS),
+        default=None,
+        help="TensorFlow's CPU kernels to compare with: eigen reruns this command with "
+        "TF_ENABLE_ONEDNN_OPTS=0, onednn with 1 (default: as this environment has it)",
+    )
+    parser.add_argument(
+        "--e2e",
+        action="store_true",
+        help="time training steps of whole models instead (options: bench --e2e --help)",
+    )
     parser.add_argument("--probe-memory", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--shape-index", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--kind", choices=KINDS, default="plugin", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``python -m tf_conv2d_transpose bench``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--e2e" in argv:
+        from tf_conv2d_transpose import benchmark_e2e
+
+        return benchmark_e2e.main([arg for arg in argv if arg != "--e2e"])
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.probe_memory:
         print(probe_memory(args.op, args.dtype, args.shape_index, args.kind))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    summary = run_benchmark(args.op, args.dtype, args.repeats, args.memory, args.only)
+    if args.world and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != WORLDS[args.world]:
+        return rerun_in_world(args.world, "tf_conv2d_transpose.benchmark", argv)
+    if args.world and current_world() != args.world:
+        parser.error(f"TensorFlow here does not switch to {args.world} (TF_ENABLE_ONEDNN_OPTS)")
+    summary = run_benchmark(
+        args.op, args.dtype, args.repeats, args.memory, args.only, args.stream_mib
+    )
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
