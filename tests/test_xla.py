@@ -10,6 +10,7 @@ nothing in this file can run without a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -118,6 +119,88 @@ def test_backprop_filter_under_jit(dtype, config, seed):
     cpu = _filter_op(x, sizes, out_backprop, config.op_attrs())
     magnitude = float(np.abs(cpu.numpy().astype(np.float64)).max(initial=0.0))
     _assert_same_as_cpu_kernel(jit, cpu, magnitude)
+
+
+def _explicit(*args, data_format: str = "NHWC") -> Conv2DTransposeConfig:
+    """(batch, rows, cols, in_depth, out_depth, filter rows, cols, stride,
+    explicit pads), EXPLICIT padding."""
+    *shape, stride, pads = args
+    return Conv2DTransposeConfig(
+        *shape, stride=stride, padding="EXPLICIT", explicit=pads, data_format=data_format
+    )
+
+
+# Windows on which XLA's algebraic simplifier (TF 2.21) aborts the process
+# when the filter's reversal is not the window's (README, "XLA"): a filter of
+# 2 with stride 2 and explicit pads that leave the transposed convolution no
+# padding along that dimension, and a filter larger than out_backprop along
+# the other, so that the simplifier swaps the operands. TensorFlow's own
+# Conv2DBackpropInput aborts on them under XLA.
+SIMPLIFIER_SWAP_CONFIGS = [
+    _explicit(1, 4, 4, 1, 1, 2, 3, (2, 1), (1, 1, 0, 0)),
+    _explicit(1, 4, 4, 1, 1, 3, 2, (1, 2), (0, 0, 1, 1), data_format="NCHW"),
+    _explicit(2, 6, 5, 3, 2, 2, 4, (2, 1), (1, 1, 0, 0)),
+    _explicit(1, 5, 4, 1, 1, 2, 3, (2, 1), (1, 2, 0, 0)),  # the pad after clamped to zero
+]
+
+_SIMPLIFIER_SWAP_SCRIPT = """
+import json, os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import numpy as np
+import tensorflow as tf
+import tf_conv2d_transpose as t2d
+from tf_conv2d_transpose.testing import Conv2DTransposeConfig
+
+for fields in json.loads(sys.argv[1]):
+    fields.update(stride=tuple(fields["stride"]), dilation=tuple(fields["dilation"]),
+                  explicit=tuple(fields["explicit"]))
+    config = Conv2DTransposeConfig(**fields)
+    rng = np.random.default_rng(0)
+    w = tf.constant(rng.standard_normal(config.filter_shape), tf.float32)
+    dy = tf.constant(rng.standard_normal(config.out_backprop_shape), tf.float32)
+    attrs = config.op_attrs()
+
+    def run(w, dy):
+        return t2d.raw_ops.conv2d_backprop_input(
+            input_sizes=config.input_shape, filter=w, out_backprop=dy, **attrs)
+
+    jit = tf.function(run, jit_compile=True)(w, dy)
+    np.testing.assert_allclose(jit.numpy(), run(w, dy).numpy(), rtol=1e-5, atol=1e-5)
+print("ok")
+"""
+
+
+def test_simplifier_operand_swap_windows_do_not_abort(tmp_path):
+    """In a fresh process, so that an abort shows as a failure of this test."""
+    script = tmp_path / "swap.py"
+    script.write_text(_SIMPLIFIER_SWAP_SCRIPT)
+    configs = json.dumps([dataclasses.asdict(c) for c in SIMPLIFIER_SWAP_CONFIGS])
+    result = subprocess.run(
+        [sys.executable, str(script), configs],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_input_gradient_has_no_window_reversal(data_format, groups):
+    """XLA:CPU runs a convolution with a reversed window as a naive loop, many
+    times slower than its library convolution: the lowering reverses the
+    filter itself, and XLA keeps it that way."""
+    config = Conv2DTransposeConfig(2, 16, 16, 4 * groups, 6 * groups, 5, 5, (2, 2), padding="SAME")
+    config = dataclasses.replace(config, groups=groups, data_format=data_format)
+    filters, out_backprop = random_inputs(config, tf.float32)
+    hlo = _input_op_jit.experimental_get_compiler_ir(
+        tf.constant(config.input_shape), filters, out_backprop, config.op_attrs()
+    )(stage="optimized_hlo")
+    convolutions = [line for line in hlo.splitlines() if " convolution(" in line]
+    assert len(convolutions) == 1
+    assert "rhs_reversal" not in convolutions[0]
+    assert "reverse(" in hlo
 
 
 @pytest.mark.parametrize(

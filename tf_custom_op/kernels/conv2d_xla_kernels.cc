@@ -17,7 +17,6 @@
 //     op table whatever the device.
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,17 +60,18 @@ absl::Status ConstantSizes(XlaOpKernelContext* ctx, int index, std::vector<int32
 }
 
 // The filter of Conv2DBackpropInput, [rows, cols, in/groups, out], as the
-// kernel of the transposed convolution: input feature out/groups and output
-// feature in (dimensions 2 and 3). For groups > 1 the channels of each group
-// are regrouped so that XLA's feature groups pair group g of out_backprop with
-// group g of the result. The spatial reversal is the convolution's own
-// window_reversal (see BackpropInputXla).
+// kernel of the transposed convolution: spatially reversed, input feature
+// out/groups and output feature in (dimensions 2 and 3). For groups > 1 the
+// channels of each group are regrouped so that XLA's feature groups pair group
+// g of out_backprop with group g of the result. XLA fuses all of it into one
+// copy of the filter.
 xla::XlaOp TransposedKernel(xla::XlaOp filter, const ConvProblem& p) {
+  const xla::XlaOp reversed = xla::Rev(filter, {0, 1});
   const int64_t groups = p.groups;
-  if (groups == 1) return xla::Transpose(filter, {0, 1, 3, 2});
+  if (groups == 1) return xla::Transpose(reversed, {0, 1, 3, 2});
   const int64_t out_per_group = p.out_depth_per_group();
   xla::XlaOp split = xla::Reshape(
-      filter, {p.filter_rows, p.filter_cols, p.filter_in_depth, groups, out_per_group});
+      reversed, {p.filter_rows, p.filter_cols, p.filter_in_depth, groups, out_per_group});
   xla::XlaOp swapped = xla::Transpose(split, {0, 1, 4, 3, 2});
   return xla::Reshape(swapped,
                       {p.filter_rows, p.filter_cols, out_per_group, groups * p.filter_in_depth});
@@ -82,11 +82,18 @@ xla::XlaOp TransposedKernel(xla::XlaOp filter, const ConvProblem& p) {
 // (effective filter - 1 - pad_before), which is negative when the explicit
 // padding exceeds the effective filter; such pads are clamped to zero and the
 // convolution's extra rows sliced away, so XLA only sees non-negative pads.
-// The reversal is the window's (window_reversal), not a reverse of the filter:
-// with a separate reverse, XLA's algebraic simplifier (TF 2.21) takes a
-// spatial dimension of filter size 2, stride 2 and no padding for a "group"
-// dimension when it swaps the operands of a small convolution, and a CHECK
-// fails (the process aborts); a reversed window never takes that path.
+//
+// The filter is reversed by a separate reverse, not by the convolution's
+// window_reversal: XLA:CPU runs a convolution with a reversed window as a
+// naive emitted loop (10-40x slower), and only one without reversal as its
+// library (Eigen) convolution. Without reversal, one window falls into an
+// XLA bug (TF 2.21, TensorFlow's own Conv2DBackpropInput hits it too): when
+// the algebraic simplifier swaps the operands of a convolution whose kernel
+// is larger than its input, it keeps a spatial dimension of window 2, base
+// dilation 2, stride 1 and no padding as it is (a "group" dimension), which
+// no longer matches the swapped kernel, and a CHECK aborts the process (e.g.
+// filter 2x3, strides 2x1, explicit pads 1, 1, 0, 0, a 4x4 result). Such a
+// dimension gets one zero row of padding after it, sliced away again.
 xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const ConvProblem& p) {
   const Layout layout = LayoutOf(p.data_format);
   xla::ConvolutionDimensionNumbers dims;
@@ -121,7 +128,10 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const Co
     // + 1 == in.
     const int64_t after = a.in - dilated - before + effective - 1;
     const int64_t clamped_before = std::max<int64_t>(before, 0);
-    const int64_t clamped_after = std::max<int64_t>(after, 0);
+    // The simplifier's "group" window (see above) gets a row of padding.
+    const bool group_window =
+        a.filter == 2 && a.dilation == 1 && a.stride == 2 && clamped_before == 0 && after <= 0;
+    const int64_t clamped_after = group_window ? 1 : std::max<int64_t>(after, 0);
     padding.emplace_back(clamped_before, clamped_after);
     const int64_t dim = i == 0 ? layout.rows : layout.cols;
     slice_start[dim] = clamped_before - before;
@@ -132,9 +142,7 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const Co
       xla::ConvGeneralDilated(out_backprop, TransposedKernel(filter, p), /*window_strides=*/{1, 1},
                               padding, /*lhs_dilation=*/{p.stride_rows, p.stride_cols},
                               /*rhs_dilation=*/{p.dilation_rows, p.dilation_cols}, dims,
-                              /*feature_group_count=*/p.groups, /*batch_group_count=*/1,
-                              /*precision_config=*/nullptr, /*preferred_element_type=*/std::nullopt,
-                              /*window_reversal=*/std::vector<bool>{true, true});
+                              /*feature_group_count=*/p.groups);
   if (!sliced) return result;
   return xla::Slice(result, slice_start, slice_limit, {1, 1, 1, 1});
 }
@@ -146,7 +154,9 @@ xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const Co
 // (effective filter + (out - 1) * stride) rows: rows past those are cut and
 // missing ones are zero padding, so every pad XLA sees is non-negative.
 // Returns false when some dimension has no input row in any window (the
-// gradient is then all zeros).
+// gradient is then all zeros). With neither base dilation nor window
+// reversal, no window of it meets the simplifier bug described at
+// BackpropInputXla, and XLA:CPU runs it (groups 1) as its library convolution.
 bool BackpropFilterXla(xla::XlaOp input, xla::XlaOp out_backprop, const ConvProblem& p,
                        xla::XlaOp* result) {
   const Layout layout = LayoutOf(p.data_format);
