@@ -200,7 +200,7 @@ $(SANITIZE_DIR)/ukernels/cpu_tap_kernels_%.o: $(SRC_DIR)/$(UKERNEL_SRC) $(HDRS) 
 $(SANITIZED_LIB): $(addprefix $(SANITIZE_DIR)/,$(COMPUTE_SRCS:.cc=.o)) \
                   $(foreach isa,$(ISAS),$(SANITIZE_DIR)/ukernels/cpu_tap_kernels_$(isa).o)
 	rm -f $@ && ar rcs $@ $^
-$(COMPUTE_TEST): tests/cpp/compute_layer_test.cc $(SANITIZED_LIB) $(HDRS) $(TF_FLAGS)
+$(COMPUTE_TEST): tests/cpp/compute_layer_test.cc tests/cpp/reference.h $(SANITIZED_LIB) $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror $< $(SANITIZED_LIB) -o $@
 
 # The compute layer timed on its own, without TensorFlow (bench/compute_bench.cc).
@@ -222,7 +222,7 @@ cpp-test: $(COMPUTE_TEST) ukernel-test gpu-emulator-test
 # fewer problems: valgrind is ~50x slower; it has no AVX-512, so the AVX2
 # micro-kernel runs).
 PLAIN_TEST := $(BUILD_DIR)/compute_layer_test_plain
-$(PLAIN_TEST): tests/cpp/compute_layer_test.cc $(COMPUTE_LIB) $(HDRS) $(TF_FLAGS)
+$(PLAIN_TEST): tests/cpp/compute_layer_test.cc tests/cpp/reference.h $(COMPUTE_LIB) $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) $(INCLUDES) -O1 -g -Wall -Wextra -Werror $< $(COMPUTE_LIB) -o $@
 valgrind: $(PLAIN_TEST)
 	tools/install_tool.sh valgrind valgrind

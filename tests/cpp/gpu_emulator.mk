@@ -12,7 +12,7 @@ GPU_EMULATOR_TEST := $(BUILD_DIR)/gpu_emulator_test
 
 .PHONY: gpu-emulator-test
 
-$(GPU_EMULATOR_TEST): tests/cpp/gpu_emulator_test.cc $(SANITIZED_LIB) $(HDRS) $(TF_FLAGS)
+$(GPU_EMULATOR_TEST): tests/cpp/gpu_emulator_test.cc tests/cpp/reference.h $(SANITIZED_LIB) $(HDRS) $(TF_FLAGS)
 	$(CXX) $(TF_CFLAGS) -isystem $(CUDA_HOME)/include $(INCLUDES) $(SANITIZE) -Wall -Wextra \
 	  -Werror $< $(SANITIZED_LIB) -o $@
 

@@ -35,6 +35,7 @@ int main() {
 #include <type_traits>
 #include <vector>
 
+#include "tests/cpp/reference.h"
 #include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
@@ -44,6 +45,8 @@ namespace ct = conv2d_transpose;
 namespace gpu = conv2d_transpose::gpu;
 
 namespace {
+
+using conv2d_transpose::testing::ForEachProduct;
 
 std::mt19937_64 rng(20260418);
 int64_t Uniform(int64_t lo, int64_t hi) {
@@ -210,34 +213,6 @@ struct Scale {
   std::vector<double> magnitude;
 };
 
-// Calls visit(dy_index, input_index, filter_index) for every product of the
-// zero-padded definition (as tests/cpp/compute_layer_test.cc does).
-template <typename Visit>
-void ForEachProduct(const ct::ConvProblem& p, Visit visit) {
-  const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
-  for (int64_t n = 0; n < p.batch; ++n)
-    for (int64_t oh = 0; oh < p.out_rows; ++oh)
-      for (int64_t ow = 0; ow < p.out_cols; ++ow)
-        for (int64_t co = 0; co < p.out_depth; ++co) {
-          const int64_t dy = p.nhwc()
-                                 ? ((n * p.out_rows + oh) * p.out_cols + ow) * p.out_depth + co
-                                 : ((n * p.out_depth + co) * p.out_rows + oh) * p.out_cols + ow;
-          const int64_t g = co / cog;
-          for (int64_t kh = 0; kh < p.filter_rows; ++kh)
-            for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
-              const int64_t h = oh * p.stride_rows - p.pad_top + kh * p.dilation_rows;
-              const int64_t w = ow * p.stride_cols - p.pad_left + kw * p.dilation_cols;
-              if (h < 0 || h >= p.in_rows || w < 0 || w >= p.in_cols) continue;
-              for (int64_t ci = 0; ci < cg; ++ci) {
-                const int64_t c = g * cg + ci;
-                const int64_t x = p.nhwc() ? ((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + c
-                                           : ((n * p.in_depth + c) * p.in_rows + h) * p.in_cols + w;
-                visit(dy, x, ((kh * p.filter_cols + kw) * cg + ci) * p.out_depth + co);
-              }
-            }
-        }
-}
-
 // Unit roundoff of a floating type (the 16-bit ones by their mantissa).
 template <typename Host>
 double UnitRoundoff() {
@@ -354,63 +329,104 @@ bool CappedLaunchesAreSane() {
          filter.blocks == 65535 * 16 && LaunchIsSane(filter, p.filter_elements());
 }
 
-// One configuration: the launcher's grid in ascending thread order, then in
-// descending order (the bits must not depend on it), one small grid, and
-// the CPU layer.
-template <typename Dev, typename Host>
-bool RunOne(const ct::ConvProblem& p, bool filter_op, Values values, Tally* tally) {
-  ++tally->configurations;
-  const std::vector<Host> a =
-      RandomValues<Host>(filter_op ? p.input_elements() : p.filter_elements(), values);
-  const std::vector<Host> dy = RandomValues<Host>(p.out_backprop_elements(), values);
-  const int64_t out_elements = filter_op ? p.filter_elements() : p.input_elements();
-  const Host sentinel = static_cast<Host>(123);  // must be overwritten
+// The CPU compute layer's output for the same operands (sentinels where it
+// has no kernel).
+template <typename Host>
+std::vector<Host> RunCpu(const ct::ConvProblem& p, bool filter_op, const std::vector<Host>& a,
+                         const std::vector<Host>& dy, int64_t out_elements, Host sentinel) {
   std::vector<Host> cpu(out_elements, sentinel);
-  if constexpr (std::is_same_v<Host, int32_t>) {
-    if (filter_op) return false;  // neither layer has an int32 filter gradient
-  } else if (filter_op) {
-    Workspace workspace(ct::Conv2DBackpropFilterCpuWorkspaceBytes<Host>(p));
-    ct::Conv2DBackpropFilterCpu<Host>(p, a.data(), dy.data(), cpu.data(), workspace.data(),
-                                      Sequential);
+  if constexpr (!std::is_same_v<Host, int32_t>) {
+    if (filter_op) {
+      Workspace workspace(ct::Conv2DBackpropFilterCpuWorkspaceBytes<Host>(p));
+      ct::Conv2DBackpropFilterCpu<Host>(p, a.data(), dy.data(), cpu.data(), workspace.data(),
+                                        Sequential);
+    }
   }
   if (!filter_op) {
     Workspace workspace(ct::Conv2DBackpropInputCpuWorkspaceBytes<Host>(p));
     ct::Conv2DBackpropInputCpu<Host>(p, a.data(), dy.data(), cpu.data(), workspace.data(),
                                      Sequential);
   }
+  return cpu;
+}
 
+// The launch emulated three times: the launcher's grid in ascending thread
+// order, then in descending order (the bits must not depend on it), and one
+// small grid. The first run's output in *out; false (after a message) where
+// a launch fails or the runs disagree.
+template <typename Dev, typename Host>
+bool EmulateThreeWays(const ct::ConvProblem& p, bool filter_op, const gpu::Launch& launch,
+                      const std::vector<Host>& a, const std::vector<Host>& dy, int64_t out_elements,
+                      Host sentinel, std::vector<Host>* out) {
   const std::vector<Dev> dev_a = ToDevice<Dev>(a), dev_dy = ToDevice<Dev>(dy);
-  const gpu::Launch launch = filter_op ? gpu::BackpropFilterLaunch(p) : gpu::BackpropInputLaunch(p);
-  if (!LaunchIsSane(launch, out_elements)) {
-    std::printf("%s: launch of kernel %d with %d x %d threads for %lld elements\n",
-                filter_op ? "backprop filter" : "backprop input", static_cast<int>(launch.kernel),
-                launch.blocks, launch.threads, static_cast<long long>(out_elements));
-    ++tally->failed;
-    return false;
-  }
-  using Output = std::vector<Host>;
-  std::vector<Output> runs;
+  std::vector<std::vector<Host> > runs;
   for (const auto& [grid, reverse] :
        {std::pair{launch, false}, std::pair{launch, true}, std::pair{SmallGrid(launch), false}}) {
-    std::vector<Dev> out = ToDevice<Dev>(std::vector<Host>(out_elements, sentinel));
+    std::vector<Dev> dev_out = ToDevice<Dev>(std::vector<Host>(out_elements, sentinel));
     const bool launched =
-        filter_op ? EmulateBackpropFilter(p, grid, dev_a.data(), dev_dy.data(), out.data(), reverse)
-                  : EmulateBackpropInput(p, grid, dev_a.data(), dev_dy.data(), out.data(), reverse);
-    if (!launched) {
-      ++tally->failed;
-      return false;
-    }
-    runs.push_back(ToDevice<Host>(out));
+        filter_op
+            ? EmulateBackpropFilter(p, grid, dev_a.data(), dev_dy.data(), dev_out.data(), reverse)
+            : EmulateBackpropInput(p, grid, dev_a.data(), dev_dy.data(), dev_out.data(), reverse);
+    if (!launched) return false;
+    runs.push_back(ToDevice<Host>(dev_out));
   }
-  const char* what = filter_op ? "backprop filter" : "backprop input";
   for (size_t r = 1; r < runs.size(); ++r) {
     if (!runs[0].empty() &&
         std::memcmp(runs[r].data(), runs[0].data(), runs[0].size() * sizeof(Host)) != 0) {
-      std::printf("%s: the %s gives other bits than the launcher's grid in thread order\n", what,
+      std::printf("%s: the %s gives other bits than the launcher's grid in thread order\n",
+                  filter_op ? "backprop filter" : "backprop input",
                   r == 1 ? "reversed thread order" : "small grid");
-      ++tally->failed;
       return false;
     }
+  }
+  *out = std::move(runs[0]);
+  return true;
+}
+
+// Exact values: the emulated result is also the exact sum rounded once,
+// whatever the CPU layer does.
+template <typename Host>
+bool IsExactSumRounded(const std::vector<Host>& got, const std::vector<double>& exact,
+                       const char* what) {
+  using Narrow = std::conditional_t<std::is_class_v<Host>, float, Host>;  // exact here
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Host want = static_cast<Host>(static_cast<Narrow>(exact[i]));
+    if (std::memcmp(static_cast<const void*>(&got[i]), static_cast<const void*>(&want),
+                    sizeof(Host)) != 0) {
+      std::printf("%s MISMATCH at %zu: emulated %.9g, exact %.9g\n", what, i, ToDouble(got[i]),
+                  exact[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// One configuration: the emulated launch (three ways) against the exact sum
+// where the values make it exact, and against the CPU layer.
+template <typename Dev, typename Host>
+bool RunOne(const ct::ConvProblem& p, bool filter_op, Values values, Tally* tally) {
+  if (std::is_same_v<Host, int32_t> && filter_op) return false;  // no int32 filter gradient
+  ++tally->configurations;
+  const char* what = filter_op ? "backprop filter" : "backprop input";
+  const std::vector<Host> a =
+      RandomValues<Host>(filter_op ? p.input_elements() : p.filter_elements(), values);
+  const std::vector<Host> dy = RandomValues<Host>(p.out_backprop_elements(), values);
+  const int64_t out_elements = filter_op ? p.filter_elements() : p.input_elements();
+  const Host sentinel = static_cast<Host>(123);  // must be overwritten
+  const std::vector<Host> cpu = RunCpu(p, filter_op, a, dy, out_elements, sentinel);
+
+  const gpu::Launch launch = filter_op ? gpu::BackpropFilterLaunch(p) : gpu::BackpropInputLaunch(p);
+  if (!LaunchIsSane(launch, out_elements)) {
+    std::printf("%s: launch of kernel %d with %d x %d threads for %lld elements\n", what,
+                static_cast<int>(launch.kernel), launch.blocks, launch.threads,
+                static_cast<long long>(out_elements));
+    ++tally->failed;
+    return false;
+  }
+  std::vector<Host> emulated;
+  if (!EmulateThreeWays<Dev>(p, filter_op, launch, a, dy, out_elements, sentinel, &emulated)) {
+    ++tally->failed;
+    return false;
   }
 
   Scale scale{std::vector<int64_t>(out_elements, 0), std::vector<double>(out_elements, 0.0)};
@@ -424,22 +440,8 @@ bool RunOne(const ct::ConvProblem& p, bool filter_op, Values values, Tally* tall
       exact[out] += product;
     });
   }
-  // Exact values: the emulated result is also the exact sum rounded once,
-  // whatever the CPU layer does.
-  if (values == Values::kExact) {
-    using Narrow = std::conditional_t<std::is_class_v<Host>, float, Host>;  // exact here
-    for (int64_t i = 0; i < out_elements; ++i) {
-      const Host want = static_cast<Host>(static_cast<Narrow>(exact[i]));
-      if (std::memcmp(static_cast<const void*>(&runs[0][i]), static_cast<const void*>(&want),
-                      sizeof(Host)) != 0) {
-        std::printf("%s MISMATCH at %lld: emulated %.9g, exact %.9g\n", what,
-                    static_cast<long long>(i), ToDouble(runs[0][i]), exact[i]);
-        ++tally->failed;
-        return false;
-      }
-    }
-  }
-  if (!Compare(runs[0], cpu, values, scale, tally, what)) {
+  if ((values == Values::kExact && !IsExactSumRounded(emulated, exact, what)) ||
+      !Compare(emulated, cpu, values, scale, tally, what)) {
     ++tally->failed;
     return false;
   }

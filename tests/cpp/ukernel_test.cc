@@ -273,17 +273,61 @@ A FullValue() {
   return static_cast<A>(std::uniform_real_distribution<double>(-1, 1)(rng));
 }
 
+// Whether acc = got matches the definition at (row i, block j, lane c):
+// before + sum over channels of x * w. exact: equality; otherwise the
+// rounding bound below, against a long double reference.
+template <typename A>
+bool TapSumMatches(const TapShape& s, const std::vector<A>& x, const std::vector<A>& w, A before,
+                   A got, int64_t i, int64_t j, int64_t c, bool exact) {
+  const RowLayout& r = s.r;
+  if (exact) {
+    // The definition's order (any order gives these bits here).
+    A want = before;
+    for (int64_t k = 0; k < s.channels; ++k) {
+      want += x[r.X(i) + k * s.channel_stride] * w[j * s.w_block_stride + k * s.block + c];
+    }
+    // == takes -0 and +0 as equal: a row the kernel sums alone keeps four
+    // partial sums that start at +0, so acc = -0 plus products of -0 ends
+    // +0 there, -0 in a tile and in the definition's order.
+    if (got == want) return true;
+    Fail("row %lld block %lld lane %lld: got %.17g, want %.17g", static_cast<long long>(i),
+         static_cast<long long>(j), static_cast<long long>(c), static_cast<double>(got),
+         static_cast<double>(want));
+    return false;
+  }
+  // Whatever the order the kernel sums the channels + 1 terms in (tiles sum
+  // along k, single rows keep four partial sums), each term passes through
+  // at most channels + 2 roundings of unit u = eps / 2 (a product, the adds,
+  // the final add to acc), so the error is at most gamma(channels + 2) * sum
+  // |terms| < (channels + 2) * eps * sum |terms|. For float that is ~1e-7
+  // relative, for double ~1e-16: a kernel summing in a narrower type fails it.
+  long double want = before, magnitude = std::fabs(static_cast<long double>(want));
+  for (int64_t k = 0; k < s.channels; ++k) {
+    const long double p = static_cast<long double>(x[r.X(i) + k * s.channel_stride]) *
+                          static_cast<long double>(w[j * s.w_block_stride + k * s.block + c]);
+    want += p;
+    magnitude += std::fabs(p);
+  }
+  const long double bound = (s.channels + 2) * std::numeric_limits<A>::epsilon() * magnitude;
+  const long double error = std::fabs(static_cast<long double>(got) - want);
+  if (error <= bound) return true;
+  Fail("row %lld block %lld lane %lld: got %.17g, want %.17Lg (error %Lg > bound %Lg)",
+       static_cast<long long>(i), static_cast<long long>(j), static_cast<long long>(c),
+       static_cast<double>(got), want, error, bound);
+  return false;
+}
+
 // One call of `kernel` on a fresh random case of shape s, checked against
 // the definition. exact: the values above and exact equality; otherwise
 // full-precision values in [-1, 1] (floating types only), a long double
-// reference and the bound below, and a second call that must repeat the
-// first bit for bit. False where the layout made rows clash (not run).
+// reference and the bound in TapSumMatches, and a second call that must
+// repeat the first bit for bit. False where the layout made rows clash (not
+// run).
 template <typename A>
 bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
   const RowLayout& r = s.r;
-  const int64_t width = s.blocks * s.block;
   AccBuffer<A> acc;
-  if (!MakeAcc(r, width, &acc)) return false;
+  if (!MakeAcc(r, s.blocks * s.block, &acc)) return false;
   where += " " + Describe(s);
 
   // x and w sized exactly (at least one element: the kernel still forms
@@ -299,10 +343,8 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
     }
   }
   for (int64_t j = 0; j < s.blocks; ++j) {
-    for (int64_t k = 0; k < s.channels; ++k) {
-      for (int64_t c = 0; c < s.block; ++c) {
-        w[j * s.w_block_stride + k * s.block + c] = exact ? ExactValue<A>(1) : FullValue<A>();
-      }
+    for (int64_t k = 0; k < s.channels * s.block; ++k) {
+      w[j * s.w_block_stride + k] = exact ? ExactValue<A>(1) : FullValue<A>();
     }
   }
   for (size_t i = 0; i < acc.data.size(); ++i) {
@@ -316,53 +358,12 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
       r.acc_line_stride};
   kernel(o);
 
-  bool reported = false;
-  for (int64_t i = 0; i < r.rows && !reported; ++i) {
-    for (int64_t j = 0; j < s.blocks && !reported; ++j) {
-      for (int64_t c = 0; c < s.block && !reported; ++c) {
+  bool ok = true;
+  for (int64_t i = 0; i < r.rows && ok; ++i) {
+    for (int64_t j = 0; j < s.blocks && ok; ++j) {
+      for (int64_t c = 0; c < s.block && ok; ++c) {
         const int64_t at = acc.Index(r, i, j * s.block + c);
-        const A got = acc.data[at];
-        if (exact) {
-          // The definition's order (any order gives these bits here).
-          A want = before[at];
-          for (int64_t k = 0; k < s.channels; ++k) {
-            want += x[r.X(i) + k * s.channel_stride] * w[j * s.w_block_stride + k * s.block + c];
-          }
-          // == takes -0 and +0 as equal: a row the kernel sums alone keeps
-          // four partial sums that start at +0, so acc = -0 plus products of
-          // -0 ends +0 there, -0 in a tile and in the definition's order.
-          if (!(got == want)) {
-            Fail("row %lld block %lld lane %lld: got %.17g, want %.17g", static_cast<long long>(i),
-                 static_cast<long long>(j), static_cast<long long>(c), static_cast<double>(got),
-                 static_cast<double>(want));
-            reported = true;
-          }
-        } else {
-          // Whatever the order the kernel sums the channels + 1 terms in
-          // (tiles sum along k, single rows keep four partial sums), each
-          // term passes through at most channels + 2 roundings of unit
-          // u = eps / 2 (a product, the adds, the final add to acc), so the
-          // error is at most gamma(channels + 2) * sum |terms| < (channels +
-          // 2) * eps * sum |terms|. For float that is ~1e-7 relative, for
-          // double ~1e-16: a kernel summing in a narrower type fails it.
-          long double want = before[at], magnitude = std::fabs(static_cast<long double>(want));
-          for (int64_t k = 0; k < s.channels; ++k) {
-            const long double p =
-                static_cast<long double>(x[r.X(i) + k * s.channel_stride]) *
-                static_cast<long double>(w[j * s.w_block_stride + k * s.block + c]);
-            want += p;
-            magnitude += std::fabs(p);
-          }
-          const long double bound =
-              (s.channels + 2) * std::numeric_limits<A>::epsilon() * magnitude;
-          const long double error = std::fabs(static_cast<long double>(got) - want);
-          if (!(error <= bound)) {
-            Fail("row %lld block %lld lane %lld: got %.17g, want %.17Lg (error %Lg > bound %Lg)",
-                 static_cast<long long>(i), static_cast<long long>(j), static_cast<long long>(c),
-                 static_cast<double>(got), want, error, bound);
-            reported = true;
-          }
-        }
+        ok = TapSumMatches(s, x, w, before[at], acc.data[at], i, j, c, exact);
       }
     }
   }

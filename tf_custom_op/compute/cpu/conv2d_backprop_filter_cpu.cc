@@ -188,6 +188,68 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t pixels, int64_t 
 // ---------------------------------------------------------------------------
 // The generic and pair paths: tasks over (slice, group, input-channel chunk)
 
+// Buffers one task runner reuses: the chunk's packed out_backprop and one
+// tap's gathered input, and their pair-interleaved forms for the pair kernel.
+template <typename T, typename Acc>
+struct FilterPanels {
+  std::vector<Acc> dy, x;
+  std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
+  std::vector<uint32_t> pairs_dy, pairs_x;
+};
+
+// `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
+// input channels, a line per tap, its reduction runs over the chunk's
+// pixels.
+template <typename T, typename Acc>
+void ReduceTapPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::TapKernel<Acc> kernel,
+                    int64_t pixels, int64_t width, int64_t taps, const FilterPanels<T, Acc>& s,
+                    Acc* tap_acc) {
+  cpu::TapOperands<Acc> o;
+  o.x = s.x.data();
+  o.pixel_stride = 1;
+  cpu::GenericKernelCall<Acc>::SetReduction(pixels, taps * width, &o);
+  o.w_block_stride = pixels * plan.block;
+  o.acc_stride = plan.lanes;
+  o.rows = taps * width;
+  o.run = width;
+  o.x_line_stride = width;
+  o.acc_line_stride = p.filter_in_depth * plan.lanes;
+  cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.dy.data(), tap_acc, plan.blocks,
+                      plan.block, &o);
+}
+
+// The same with the pair kernel, the reduction over pixel pairs. The
+// out_backprop pairs are made on a chunk's first tap, the input's for every
+// panel.
+template <typename T>
+void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
+                     int64_t pixels, int64_t width, int64_t taps, bool first_tap,
+                     FilterPanels<T, float>* s, float* tap_acc) {
+  const int64_t pairs = (pixels + 1) / 2;
+  if (first_tap) {
+    s->pairs_dy.resize(static_cast<size_t>(plan.blocks * pairs * plan.block));
+    for (int64_t b = 0; b < plan.blocks; ++b) {
+      InterleavePairs(s->raw_dy.data() + b * pixels * plan.block, pixels, plan.block,
+                      s->pairs_dy.data() + b * pairs * plan.block);
+    }
+  }
+  const int64_t panel = taps * width;
+  s->pairs_x.resize(static_cast<size_t>(pairs * panel));
+  InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+  cpu::Bf16PairOperands o;
+  o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
+  o.pixel_stride = 2;
+  cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
+  o.w_block_stride = pairs * plan.block;
+  o.acc_stride = plan.lanes;
+  o.rows = panel;
+  o.run = width;
+  o.x_line_stride = 2 * width;
+  o.acc_line_stride = p.filter_in_depth * plan.lanes;
+  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s->pairs_dy.data(), tap_acc, plan.blocks,
+                      plan.block, &o);
+}
+
 template <typename T, typename Acc>
 class BackpropFilterTask {
  public:
@@ -204,7 +266,7 @@ class BackpropFilterTask {
   // Tasks [begin, end): slice-major, then group, then input-channel chunk.
   void Run(int64_t begin, int64_t end) const {
     const int64_t chunk_pixels = plan_.ChunkRows(p_) * p_.out_cols;
-    Scratch s;
+    FilterPanels<T, Acc> s;
     if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
@@ -216,18 +278,10 @@ class BackpropFilterTask {
   }
 
  private:
-  // Buffers one Run reuses: the chunk's packed out_backprop and one tap's
-  // gathered input, and their pair-interleaved forms for the pair kernel.
-  struct Scratch {
-    std::vector<Acc> dy, x;
-    std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
-    std::vector<uint32_t> pairs_dy, pairs_x;
-  };
-
   // Task (slice, group, input-channel chunk): zeroes the chunk's rows of the
   // group's partial sums, then adds the slice's out_backprop rows to them
   // chunk after chunk, in order, tap by tap (or every tap in one panel).
-  void RunTask(int64_t task, Scratch* s) const {
+  void RunTask(int64_t task, FilterPanels<T, Acc>* s) const {
     const int64_t cg = p_.filter_in_depth;
     const int64_t chunk = task % plan_.ci_chunks;
     const int64_t g = (task / plan_.ci_chunks) % p_.groups;
@@ -266,7 +320,7 @@ class BackpropFilterTask {
   // Calls f(dy panel, x panel) with the panels the plan's path packs into:
   // T for the pair kernel (it interleaves them), Acc otherwise.
   template <typename F>
-  void WithPanels(Scratch* s, const F& f) const {
+  void WithPanels(FilterPanels<T, Acc>* s, const F& f) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.path == Path::kBf16Pairs) return f(s->raw_dy.data(), s->raw_x.data());
     }
@@ -275,64 +329,15 @@ class BackpropFilterTask {
 
   // The panel of `taps` taps, the first one's sums at tap_acc, along the
   // plan's path.
-  void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap, Scratch* s,
-                       Acc* tap_acc) const {
+  void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap,
+                       FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.path == Path::kBf16Pairs) {
-        AccumulatePairs(pixels, width, taps, first_tap, s, tap_acc);
+        ReducePairPanel(p_, plan_, pair_kernel_, pixels, width, taps, first_tap, s, tap_acc);
         return;
       }
     }
-    AccumulateTap(pixels, width, taps, *s, tap_acc);
-  }
-
-  // `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
-  // input channels, a line per tap, its reduction runs over the chunk's
-  // pixels.
-  void AccumulateTap(int64_t pixels, int64_t width, int64_t taps, const Scratch& s,
-                     Acc* tap_acc) const {
-    cpu::TapOperands<Acc> o;
-    o.x = s.x.data();
-    o.pixel_stride = 1;
-    cpu::GenericKernelCall<Acc>::SetReduction(pixels, taps * width, &o);
-    o.w_block_stride = pixels * plan_.block;
-    o.acc_stride = plan_.lanes;
-    o.rows = taps * width;
-    o.run = width;
-    o.x_line_stride = width;
-    o.acc_line_stride = p_.filter_in_depth * plan_.lanes;
-    cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s.dy.data(), tap_acc,
-                        plan_.blocks, plan_.block, &o);
-  }
-
-  // The same with the pair kernel, the reduction over pixel pairs. The
-  // out_backprop pairs are made on a chunk's first tap, the input's for
-  // every panel.
-  void AccumulatePairs(int64_t pixels, int64_t width, int64_t taps, bool first_tap, Scratch* s,
-                       Acc* tap_acc) const {
-    const int64_t pairs = (pixels + 1) / 2;
-    if (first_tap) {
-      s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
-      for (int64_t b = 0; b < plan_.blocks; ++b) {
-        InterleavePairs(s->raw_dy.data() + b * pixels * plan_.block, pixels, plan_.block,
-                        s->pairs_dy.data() + b * pairs * plan_.block);
-      }
-    }
-    const int64_t panel = taps * width;
-    s->pairs_x.resize(static_cast<size_t>(pairs * panel));
-    InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
-    cpu::Bf16PairOperands o;
-    o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
-    o.pixel_stride = 2;
-    cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
-    o.w_block_stride = pairs * plan_.block;
-    o.acc_stride = plan_.lanes;
-    o.rows = panel;
-    o.run = width;
-    o.x_line_stride = 2 * width;
-    o.acc_line_stride = p_.filter_in_depth * plan_.lanes;
-    cpu::CallOverBlocks(cpu::Bf16PairKernelCall{pair_kernel_}, s->pairs_dy.data(),
-                        reinterpret_cast<float*>(tap_acc), plan_.blocks, plan_.block, &o);
+    ReduceTapPanel(p_, plan_, tap_kernel_, pixels, width, taps, *s, tap_acc);
   }
 
   const ConvProblem& p_;
