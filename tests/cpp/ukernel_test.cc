@@ -10,9 +10,9 @@
 //     0 to 33 channels, one dense line, lines of `run` with gaps and odd
 //     strides, and the filter gradient's transposed layout;
 //   - the AVX512-BF16 pair kernel, against a model of VDPBF16PS;
-//   - the depthwise filter-gradient kernel (float, double) for 0 to 100
-//     channels (every remainder of its vector blocks), 0 to 17 pixels and
-//     strides with gaps;
+//   - the depthwise filter- and input-gradient kernels (float, double) for 0
+//     to 100 channels (every remainder of their vector blocks), 0 to 17
+//     pixels and strides with gaps;
 //   - the half and bfloat16 widening kernels on all 65536 bit patterns,
 //     in one long call and in short ones.
 // x, w and the widening sources are allocated to their exact extent, so
@@ -737,7 +737,7 @@ void TestWiden(const cpu::UkernelTable& table, cpu::WidenKernel<T> widen, bool h
 // order, fused or not, gives the same bits), x and dy sized exactly and NaN
 // in their gaps, the accumulators between sentinel guard zones.
 template <typename A>
-int64_t TestDepthwise(const cpu::UkernelTable& table, cpu::DepthwiseKernel<A> kernel) {
+int64_t TestDepthwiseFilter(const cpu::UkernelTable& table, cpu::DepthwiseFilterKernel<A> kernel) {
   where = std::string(table.isa) + " depthwise " + TypeName<A>();
   if (kernel == nullptr) {
     Fail("no depthwise kernel");
@@ -786,6 +786,55 @@ int64_t TestDepthwise(const cpu::UkernelTable& table, cpu::DepthwiseKernel<A> ke
   return calls;
 }
 
+// The depthwise input-gradient kernel: acc[i*acc_stride + c] += x[i*x_stride
+// + c] * w[c], checked the same way, the accumulators' gaps between pixels
+// holding the sentinel too.
+template <typename A>
+int64_t TestDepthwiseInput(const cpu::UkernelTable& table, cpu::DepthwiseInputKernel<A> kernel) {
+  where = std::string(table.isa) + " depthwise input " + TypeName<A>();
+  if (kernel == nullptr) {
+    Fail("no depthwise input kernel");
+    return 0;
+  }
+  int64_t calls = 0;
+  for (const int64_t channels : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100}) {
+    for (const int64_t pixels : {0, 1, 2, 3, 5, 9, 17}) {
+      const int64_t x_stride = channels * Uniform(1, 3) + Uniform(0, 5);
+      const int64_t acc_stride = channels * Uniform(1, 2) + Uniform(0, 5);
+      const bool any = channels > 0 && pixels > 0;
+      std::vector<A> x(any ? (pixels - 1) * x_stride + channels : 1, Poison<A>());
+      std::vector<A> w(std::max<int64_t>(channels, 1), Poison<A>());
+      const int64_t extent = any ? (pixels - 1) * acc_stride + channels : 0;
+      std::vector<A> acc(extent + 2 * kGuard, Sentinel<A>());
+      for (int64_t c = 0; c < channels; ++c) w[c] = ExactValue<A>(1);
+      for (int64_t i = 0; i < pixels; ++i) {
+        for (int64_t c = 0; c < channels; ++c) {
+          x[i * x_stride + c] = ExactValue<A>(0);
+          acc[kGuard + i * acc_stride + c] = ExactValue<A>(2);
+        }
+      }
+      const std::vector<A> before = acc;
+      kernel({x.data(), x_stride, w.data(), acc.data() + kGuard, acc_stride, pixels, channels});
+      ++calls;
+      for (size_t at = 0; at < acc.size(); ++at) {
+        const int64_t offset = static_cast<int64_t>(at) - kGuard;
+        const int64_t i = offset >= 0 ? offset / std::max<int64_t>(acc_stride, 1) : -1;
+        const int64_t c = offset >= 0 ? offset - i * acc_stride : -1;
+        const bool target = offset >= 0 && i < pixels && c < channels;
+        const A want = target ? before[at] + x[i * x_stride + c] * w[c] : before[at];
+        if (target ? !(acc[at] == want) : !SameBits(acc[at], want)) {
+          Fail("channels %lld pixels %lld acc[%lld]: got %.17g, want %.17g%s",
+               static_cast<long long>(channels), static_cast<long long>(pixels),
+               static_cast<long long>(offset), static_cast<double>(acc[at]),
+               static_cast<double>(want), target ? "" : " (outside its accumulators)");
+          break;
+        }
+      }
+    }
+  }
+  return calls;
+}
+
 // ---------------------------------------------------------------------------
 
 // The table of the set the library chose must hold the very kernels the
@@ -814,9 +863,13 @@ void CheckProductionChoice() {
     }
   }
   if (t->bf16_pair() != cpu::SelectBf16PairKernel()) Fail("pair kernel differs");
-  if (t->depthwise_f32() != cpu::SelectDepthwiseKernel<float>() ||
-      t->depthwise_f64() != cpu::SelectDepthwiseKernel<double>()) {
+  if (t->depthwise_filter_f32() != cpu::SelectDepthwiseFilterKernel<float>() ||
+      t->depthwise_filter_f64() != cpu::SelectDepthwiseFilterKernel<double>()) {
     Fail("depthwise kernel differs");
+  }
+  if (t->depthwise_input_f32() != cpu::SelectDepthwiseInputKernel<float>() ||
+      t->depthwise_input_f64() != cpu::SelectDepthwiseInputKernel<double>()) {
+    Fail("depthwise input kernel differs");
   }
   if (t->widen_half() != cpu::SelectWidenKernel<Eigen::half>() ||
       t->widen_bf16() != cpu::SelectWidenKernel<Eigen::bfloat16>()) {
@@ -857,8 +910,10 @@ int main(int argc, char** argv) {
     const int64_t f64 = TestTap<double>(*t, t->tap_f64);
     const int64_t u32 = TestTap<uint32_t>(*t, t->tap_u32);
     const int64_t pairs = TestPairs(*t);
-    const int64_t depthwise = TestDepthwise<float>(*t, t->depthwise_f32()) +
-                              TestDepthwise<double>(*t, t->depthwise_f64());
+    const int64_t depthwise = TestDepthwiseFilter<float>(*t, t->depthwise_filter_f32()) +
+                              TestDepthwiseFilter<double>(*t, t->depthwise_filter_f64()) +
+                              TestDepthwiseInput<float>(*t, t->depthwise_input_f32()) +
+                              TestDepthwiseInput<double>(*t, t->depthwise_input_f64());
     TestWiden<Eigen::half>(*t, t->widen_half(), true);
     TestWiden<Eigen::bfloat16>(*t, t->widen_bf16(), false);
     const double seconds =

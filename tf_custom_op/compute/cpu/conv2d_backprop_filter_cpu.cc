@@ -367,7 +367,7 @@ class DepthwiseFilterTask {
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
-        kernel_(cpu::SelectDepthwiseKernel<Acc>()) {}
+        kernel_(cpu::SelectDepthwiseFilterKernel<Acc>()) {}
 
   // Slices [begin, end).
   void Run(int64_t begin, int64_t end) const {
@@ -439,7 +439,7 @@ class DepthwiseFilterTask {
   const T* input_;
   const T* out_backprop_;
   Acc* partial_;
-  const cpu::DepthwiseKernel<Acc> kernel_;
+  const cpu::DepthwiseFilterKernel<Acc> kernel_;
 };
 
 // ---------------------------------------------------------------------------

@@ -136,23 +136,40 @@ void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<
 }
 
 // The depthwise path: acc[pixel][g] += dy[pixel the tap reads][g] *
-// filter[kh][kw][g], tap after tap, elementwise across the groups.
+// filter[kh][kw][g], tap after tap, elementwise across the groups: one
+// micro-kernel call per line a tap feeds, or where there is no kernel
+// (int32's wrapping sums) the plain loop.
 template <typename Acc>
 void AccumulateDepthwise(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t,
-                         const DyPanel<Acc>& dy, const Acc* packed) {
+                         const DyPanel<Acc>& dy, const Acc* packed,
+                         cpu::DepthwiseInputKernel<Acc> kernel) {
   const int64_t channels = p.groups;
   cpu::ForEachTap(p, t.region, t.row_stride, plan.row_length, [&](const TapLines& tap) {
     const Acc* w = packed + (tap.kh * p.filter_cols + tap.kw) * channels;
     for (int64_t line = 0; line < tap.lines; ++line) {
       const Acc* x = dy.Pixel(tap.oh0 + line, tap.ow0, channels);
       Acc* acc = t.acc + tap.acc_offset + line * p.stride_rows * t.row_stride;
-      for (int64_t r = 0; r < tap.run; ++r) {
-        Acc* a = acc + r * p.stride_cols * plan.row_length;
-        const Acc* xr = x + r * channels;
-        for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
+      if (kernel != nullptr) {
+        kernel({x, channels, w, acc, p.stride_cols * plan.row_length, tap.run, channels});
+      } else {
+        for (int64_t r = 0; r < tap.run; ++r) {
+          Acc* a = acc + r * p.stride_cols * plan.row_length;
+          const Acc* xr = x + r * channels;
+          for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
+        }
       }
     }
   });
+}
+
+// The depthwise micro-kernel for a depthwise plan and a floating-point Acc,
+// else nullptr.
+template <typename Acc>
+cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (plan.path == Path::kDepthwise) return cpu::SelectDepthwiseInputKernel<Acc>();
+  }
+  return nullptr;
 }
 
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
@@ -201,7 +218,8 @@ class BackpropInputTask {
         out_backprop_(out_backprop),
         in_backprop_(in_backprop),
         tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
-        pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr) {}
+        pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr),
+        depthwise_kernel_(DepthwiseKernelFor<Acc>(plan)) {}
 
   // Tiles [begin, end), image-major, then tile rows, then tile columns.
   void Run(int64_t begin, int64_t end) const {
@@ -264,7 +282,7 @@ class BackpropInputTask {
     const DyPanel<Acc> dy = PanelFor(t, &s->panel);
     const Acc* packed = static_cast<const Acc*>(packed_);
     if (plan_.path == Path::kDepthwise) {
-      AccumulateDepthwise(p_, plan_, t, dy, packed);
+      AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_);
     } else {
       AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
     }
@@ -283,6 +301,7 @@ class BackpropInputTask {
   T* in_backprop_;
   const cpu::TapKernel<Acc> tap_kernel_;
   const cpu::Bf16PairKernel pair_kernel_;
+  const cpu::DepthwiseInputKernel<Acc> depthwise_kernel_;
 };
 
 }  // namespace

@@ -9,15 +9,17 @@
 namespace conv2d_transpose {
 namespace cpu {
 
-#define DECLARE_ISA(isa)                        \
-  namespace isa {                               \
-  template <typename Acc>                       \
-  TapKernel<Acc> SelectTapKernel(int64_t);      \
-  template <typename T>                         \
-  WidenKernel<T> SelectWidenKernel();           \
-  template <typename Acc>                       \
-  DepthwiseKernel<Acc> SelectDepthwiseKernel(); \
-  Bf16PairKernel SelectBf16PairKernel();        \
+#define DECLARE_ISA(isa)                                    \
+  namespace isa {                                           \
+  template <typename Acc>                                   \
+  TapKernel<Acc> SelectTapKernel(int64_t);                  \
+  template <typename T>                                     \
+  WidenKernel<T> SelectWidenKernel();                       \
+  template <typename Acc>                                   \
+  DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel(); \
+  template <typename Acc>                                   \
+  DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel();   \
+  Bf16PairKernel SelectBf16PairKernel();                    \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
@@ -103,18 +105,33 @@ WidenKernel<T> SelectWidenKernel() {
 }
 
 template <typename Acc>
-DepthwiseKernel<Acc> SelectDepthwiseKernel() {
+DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
   switch (Chosen()) {
     case Isa::kAvx512Bf16:
-      return avx512bf16::SelectDepthwiseKernel<Acc>();
+      return avx512bf16::SelectDepthwiseFilterKernel<Acc>();
     case Isa::kAvx512:
-      return avx512::SelectDepthwiseKernel<Acc>();
+      return avx512::SelectDepthwiseFilterKernel<Acc>();
     case Isa::kAvx2:
-      return avx2::SelectDepthwiseKernel<Acc>();
+      return avx2::SelectDepthwiseFilterKernel<Acc>();
     case Isa::kGeneric:
       break;
   }
-  return generic::SelectDepthwiseKernel<Acc>();
+  return generic::SelectDepthwiseFilterKernel<Acc>();
+}
+
+template <typename Acc>
+DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
+  switch (Chosen()) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectDepthwiseInputKernel<Acc>();
+    case Isa::kAvx512:
+      return avx512::SelectDepthwiseInputKernel<Acc>();
+    case Isa::kAvx2:
+      return avx2::SelectDepthwiseInputKernel<Acc>();
+    case Isa::kGeneric:
+      break;
+  }
+  return generic::SelectDepthwiseInputKernel<Acc>();
 }
 
 Bf16PairKernel SelectBf16PairKernel() {
@@ -138,20 +155,23 @@ const char* CpuKernelIsa() {
 template TapKernel<float> SelectTapKernel<float>(int64_t);
 template TapKernel<double> SelectTapKernel<double>(int64_t);
 template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
-template DepthwiseKernel<float> SelectDepthwiseKernel<float>();
-template DepthwiseKernel<double> SelectDepthwiseKernel<double>();
+template DepthwiseFilterKernel<float> SelectDepthwiseFilterKernel<float>();
+template DepthwiseFilterKernel<double> SelectDepthwiseFilterKernel<double>();
+template DepthwiseInputKernel<float> SelectDepthwiseInputKernel<float>();
+template DepthwiseInputKernel<double> SelectDepthwiseInputKernel<double>();
 template WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>();
 template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
 
 // The tests' way past Chosen() (ukernel_table.h); the choice above does not
 // use it.
 const UkernelTable* UkernelTableFor(const char* isa) {
-#define ISA_TABLE(name, id)                                                               \
-  {                                                                                       \
-    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,  \
-        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                    \
-        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16>, \
-        &name::SelectDepthwiseKernel<float>, &name::SelectDepthwiseKernel<double>         \
+#define ISA_TABLE(name, id)                                                                    \
+  {                                                                                            \
+    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,       \
+        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                         \
+        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16>,      \
+        &name::SelectDepthwiseFilterKernel<float>, &name::SelectDepthwiseFilterKernel<double>, \
+        &name::SelectDepthwiseInputKernel<float>, &name::SelectDepthwiseInputKernel<double>    \
   }
   static const UkernelTable tables[] = {
       ISA_TABLE(generic, Isa::kGeneric),

@@ -85,7 +85,7 @@ Bf16PairKernel SelectBf16PairKernel();
 // for c < channels, the terms added in order of i < pixels (deterministic;
 // each channel's sum held in a register across the pixels).
 template <typename Acc>
-struct DepthwiseOperands {
+struct DepthwiseFilterOperands {
   const Acc* x;
   int64_t x_stride;
   const Acc* dy;
@@ -93,9 +93,27 @@ struct DepthwiseOperands {
   Acc* acc;
 };
 template <typename Acc>
-using DepthwiseKernel = void (*)(const DepthwiseOperands<Acc>& operands);
+using DepthwiseFilterKernel = void (*)(const DepthwiseFilterOperands<Acc>& operands);
 template <typename Acc>
-DepthwiseKernel<Acc> SelectDepthwiseKernel();  // Acc: float or double
+DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel();  // Acc: float or double
+
+// The depthwise input-gradient micro-kernel: one filter tap along a line of
+// pixels, one product per channel,
+//   acc[i*acc_stride + c] += x[i*x_stride + c] * w[c]
+// for i < pixels and c < channels (each element one multiply-add, fused
+// where the instruction set has FMA).
+template <typename Acc>
+struct DepthwiseInputOperands {
+  const Acc* x;
+  int64_t x_stride;
+  const Acc* w;
+  Acc* acc;
+  int64_t acc_stride, pixels, channels;
+};
+template <typename Acc>
+using DepthwiseInputKernel = void (*)(const DepthwiseInputOperands<Acc>& operands);
+template <typename Acc>
+DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel();  // Acc: float or double
 
 // dst[i] = float(src[i]) for i < n, exactly (every half and bfloat16 value,
 // subnormals, infinities and NaNs included), vectorised where the CPU can.

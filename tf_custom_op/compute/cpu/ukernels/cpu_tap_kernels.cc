@@ -247,8 +247,8 @@ void AccumulateTap(const TapOperands<Acc>& o) {
 // kVectors native vectors of channels from c, summed over the pixels in
 // registers.
 template <typename Acc, int kVectors>
-__attribute__((always_inline)) inline void DepthwiseVectors(const DepthwiseOperands<Acc>& o,
-                                                            int64_t c) {
+__attribute__((always_inline)) inline void DepthwiseFilterVectors(
+    const DepthwiseFilterOperands<Acc>& o, int64_t c) {
   constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
   using V = typename VecType<Acc, kLanes>::type;
   V a[kVectors];
@@ -262,15 +262,47 @@ __attribute__((always_inline)) inline void DepthwiseVectors(const DepthwiseOpera
 }
 
 template <typename Acc>
-void DepthwiseReduce(const DepthwiseOperands<Acc>& o) {
+void DepthwiseFilterReduce(const DepthwiseFilterOperands<Acc>& o) {
   constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
   int64_t c = 0;
-  for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseVectors<Acc, 4>(o, c);
-  for (; c + kLanes <= o.channels; c += kLanes) DepthwiseVectors<Acc, 1>(o, c);
+  for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseFilterVectors<Acc, 4>(o, c);
+  for (; c + kLanes <= o.channels; c += kLanes) DepthwiseFilterVectors<Acc, 1>(o, c);
   for (; c < o.channels; ++c) {
     Acc a = o.acc[c];
     for (int64_t i = 0; i < o.pixels; ++i) a += o.x[i * o.x_stride + c] * o.dy[i * o.dy_stride + c];
     o.acc[c] = a;
+  }
+}
+
+// kVectors native vectors of channels from c: the tap's weights held in
+// registers along the line.
+template <typename Acc, int kVectors>
+__attribute__((always_inline)) inline void DepthwiseInputVectors(
+    const DepthwiseInputOperands<Acc>& o, int64_t c) {
+  constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
+  using V = typename VecType<Acc, kLanes>::type;
+  V w[kVectors];
+  for (int v = 0; v < kVectors; ++v) w[v] = Load<V>(o.w + c + v * kLanes);
+  const Acc* x = o.x + c;
+  Acc* acc = o.acc + c;
+  for (int64_t i = 0; i < o.pixels; ++i, x += o.x_stride, acc += o.acc_stride) {
+    for (int v = 0; v < kVectors; ++v) {
+      Store(Load<V>(acc + v * kLanes) + Load<V>(x + v * kLanes) * w[v], acc + v * kLanes);
+    }
+  }
+}
+
+template <typename Acc>
+void DepthwiseInputLine(const DepthwiseInputOperands<Acc>& o) {
+  constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
+  int64_t c = 0;
+  for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseInputVectors<Acc, 4>(o, c);
+  for (; c + kLanes <= o.channels; c += kLanes) DepthwiseInputVectors<Acc, 1>(o, c);
+  if (c == o.channels) return;
+  for (int64_t i = 0; i < o.pixels; ++i) {
+    const Acc* x = o.x + i * o.x_stride;
+    Acc* acc = o.acc + i * o.acc_stride;
+    for (int64_t r = c; r < o.channels; ++r) acc[r] += x[r] * o.w[r];
   }
 }
 
@@ -362,8 +394,13 @@ TapKernel<Acc> SelectTapKernel(int64_t block) {
 }
 
 template <typename Acc>
-DepthwiseKernel<Acc> SelectDepthwiseKernel() {
-  return &DepthwiseReduce<Acc>;
+DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
+  return &DepthwiseFilterReduce<Acc>;
+}
+
+template <typename Acc>
+DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
+  return &DepthwiseInputLine<Acc>;
 }
 
 Bf16PairKernel SelectBf16PairKernel() {
@@ -388,8 +425,10 @@ WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>() {
 template TapKernel<float> SelectTapKernel<float>(int64_t);
 template TapKernel<double> SelectTapKernel<double>(int64_t);
 template TapKernel<uint32_t> SelectTapKernel<uint32_t>(int64_t);
-template DepthwiseKernel<float> SelectDepthwiseKernel<float>();
-template DepthwiseKernel<double> SelectDepthwiseKernel<double>();
+template DepthwiseFilterKernel<float> SelectDepthwiseFilterKernel<float>();
+template DepthwiseFilterKernel<double> SelectDepthwiseFilterKernel<double>();
+template DepthwiseInputKernel<float> SelectDepthwiseInputKernel<float>();
+template DepthwiseInputKernel<double> SelectDepthwiseInputKernel<double>();
 
 }  // namespace CONV2D_CPU_ISA
 }  // namespace cpu

@@ -23,8 +23,10 @@ struct UkernelTable {
   Bf16PairKernel (*bf16_pair)();  // returns nullptr unless the set has AVX512-BF16
   WidenKernel<Eigen::half> (*widen_half)();
   WidenKernel<Eigen::bfloat16> (*widen_bf16)();
-  DepthwiseKernel<float> (*depthwise_f32)();
-  DepthwiseKernel<double> (*depthwise_f64)();
+  DepthwiseFilterKernel<float> (*depthwise_filter_f32)();
+  DepthwiseFilterKernel<double> (*depthwise_filter_f64)();
+  DepthwiseInputKernel<float> (*depthwise_input_f32)();
+  DepthwiseInputKernel<double> (*depthwise_input_f64)();
 };
 
 // The table of the set named `isa` (the names CONV2D_TRANSPOSE_CPU_ISA
