@@ -215,7 +215,7 @@ compute-bench: $(COMPUTE_BENCH)
 # micro-kernel tester (tests/cpp/ukernel.mk) and the CUDA kernels' bodies run
 # on the host (tests/cpp/gpu_emulator.mk).
 cpp-test: $(COMPUTE_TEST) ukernel-test gpu-emulator-test
-	for isa in $(ISAS); do \
+	for isa in $(RUNTIME_ISAS); do \
 	  ASAN_OPTIONS=detect_leaks=1 CONV2D_TRANSPOSE_CPU_ISA=$$isa ./$(COMPUTE_TEST) || exit 1; done
 
 # The same test uninstrumented under valgrind's memcheck (errors and leaks,

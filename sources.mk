@@ -29,3 +29,6 @@ ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
 ISA_FLAGS_avx512 := -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -mf16c \
                     -mprefer-vector-width=512
 ISA_FLAGS_avx512bf16 := $(ISA_FLAGS_avx512) -mavx512bf16
+# The choices CONV2D_TRANSPOSE_CPU_ISA takes: each set above, and "amx" (the
+# avx512bf16 objects with their AMX pair kernel: no build of its own).
+RUNTIME_ISAS := $(ISAS) amx

@@ -21,7 +21,7 @@
 // whose guard zones (both ends) and gaps (between rows and lines) hold a
 // sentinel that must come back bit for bit.
 //
-// Usage: ukernel_test [isa...]   (default: generic avx2 avx512 avx512bf16)
+// Usage: ukernel_test [isa...]   (default: generic avx2 avx512 avx512bf16 amx)
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -45,14 +45,14 @@ namespace cpu = conv2d_transpose::cpu;
 
 namespace {
 
-const char* const kIsas[] = {"generic", "avx2", "avx512", "avx512bf16"};
+const char* const kIsas[] = {"generic", "avx2", "avx512", "avx512bf16", "amx"};
 
 // Rows per call: 0 to twice the widest register tile (AVX-512's 8) plus one.
 constexpr int64_t kMaxRows = 17;
 // Channel counts (pairs for the bf16 kernel): empty, single, odd, every
 // remainder of the one-row path's 4-way split, and a few longer ones.
 const int64_t kChannels[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17, 33};
-const int64_t kPairs[] = {0, 1, 2, 3, 4, 5, 8, 13};
+const int64_t kPairs[] = {0, 1, 2, 3, 4, 5, 8, 13, 16, 17, 35};
 // Sentinel elements on each side of the accumulators.
 constexpr int64_t kGuard = 40;
 
@@ -530,7 +530,59 @@ PairShape MakePairShape(int kind, int64_t blocks, int64_t rows, int64_t pairs) {
   return s;
 }
 
-bool CheckPairs(cpu::Bf16PairKernel kernel, const PairShape& s, bool specials) {
+// The AMX tile product (TDPBF16PS) reads denormals as zero and flushes
+// denormal results like VDPBF16PS, but how it rounds the sum of a tile's
+// products is not specified exactly (measured here: neither order of the
+// two steps, nor the pair or the 16-pair chunk rounded once, matches every
+// result), so its sums are checked against the exact one: within the
+// error bound of any order of 2 * pairs + 1 float additions, (2 * pairs + 2)
+// * 2^-24 * the sum of the magnitudes, plus what flushing denormals can
+// move; infinities and NaNs must come out as the exact sum's.
+bool AmxSumMatches(float before, float got, const std::vector<uint16_t>& x_bits, int64_t x_row,
+                   const PairShape& s, const std::vector<uint32_t>& w, int64_t j, int64_t c) {
+  long double want = FlushDenormal(before), magnitude = std::fabs(want);
+  for (int64_t p = 0; p < s.pairs; ++p) {
+    const int64_t xp = x_row + p * s.pair_stride;
+    const uint32_t wp = w[j * s.w_block_stride + p * 16 + c];
+    for (const auto& [xb, wb] : {std::pair{x_bits[xp], static_cast<uint16_t>(wp & 0xffff)},
+                                 std::pair{x_bits[xp + 1], static_cast<uint16_t>(wp >> 16)}}) {
+      const long double product =
+          static_cast<long double>(Bf16Value(xb)) * static_cast<long double>(Bf16Value(wb));
+      want += product;
+      magnitude += std::fabs(product);
+    }
+  }
+  if (std::isnan(want) || std::isinf(want)) {
+    return std::isnan(want) ? std::isnan(got) : static_cast<long double>(got) == want;
+  }
+  const long double terms = 2.0L * static_cast<long double>(s.pairs) + 2.0L;
+  const long double bound =
+      terms * std::ldexp(1.0L, -24) * magnitude + terms * std::ldexp(1.0L, -126);
+  return std::fabs(static_cast<long double>(got) - want) <= bound;
+}
+
+// exact_model: the VDPBF16PS model bit for bit; otherwise AmxSumMatches and
+// a second call that must give the same bits.
+// Lines of `run` rows in the input gradient's layout (pairs adjacent), with
+// gaps between pixels and between lines: for run 16 or less, or a multiple
+// of 16, the AMX kernel takes the whole call in tiles of min(16, run) rows.
+PairShape MakeTileShape(int64_t blocks, int64_t lines, int64_t run, int64_t pairs) {
+  PairShape s{};
+  s.blocks = blocks;
+  s.pairs = pairs;
+  s.pair_stride = 2;
+  s.w_block_stride = pairs * 16 + Uniform(0, 3);
+  RowLayout& r = s.r;
+  r.rows = lines * run;
+  r.run = run;
+  r.pixel_stride = 2 * pairs + 2 * Uniform(0, 2) + 1;  // odd: unaligned rows
+  r.x_line_stride = run * r.pixel_stride + Uniform(0, 5);
+  r.acc_stride = blocks * 16 + Uniform(0, 5);
+  r.acc_line_stride = run * r.acc_stride + Uniform(0, 7);
+  return s;
+}
+
+bool CheckPairs(cpu::Bf16PairKernel kernel, const PairShape& s, bool specials, bool exact_model) {
   const RowLayout& r = s.r;
   AccBuffer<float> acc;
   if (!MakeAcc(r, s.blocks * 16, &acc)) return false;
@@ -570,6 +622,15 @@ bool CheckPairs(cpu::Bf16PairKernel kernel, const PairShape& s, bool specials) {
     for (int64_t j = 0; j < s.blocks && !reported; ++j) {
       for (int64_t c = 0; c < 16 && !reported; ++c) {
         const int64_t at = acc.Index(r, i, j * 16 + c);
+        if (!exact_model) {
+          if (!AmxSumMatches(before[at], acc.data[at], x_bits, r.X(i), s, w, j, c)) {
+            Fail("row %lld block %lld lane %lld: got %a, off the exact sum by more than the bound",
+                 static_cast<long long>(i), static_cast<long long>(j), static_cast<long long>(c),
+                 static_cast<double>(acc.data[at]));
+            reported = true;
+          }
+          continue;
+        }
         float want = before[at];
         for (int64_t p = 0; p < s.pairs; ++p) {
           const int64_t xp = r.X(i) + p * s.pair_stride;
@@ -597,12 +658,22 @@ bool CheckPairs(cpu::Bf16PairKernel kernel, const PairShape& s, bool specials) {
   if (!x_kept || w != w0) {
     Fail("changed its x or w operand");
   }
+  if (!exact_model) {
+    std::vector<float> again = before;
+    cpu::Bf16PairOperands o2 = o;
+    o2.acc = again.data() + kGuard;
+    kernel(o2);
+    if (std::memcmp(again.data(), acc.data.data(), again.size() * sizeof(float)) != 0) {
+      Fail("a second call on the same operands gave different bits");
+    }
+  }
   return true;
 }
 
 int64_t TestPairs(const cpu::UkernelTable& table) {
   const cpu::Bf16PairKernel kernel = table.bf16_pair();
-  const bool has_bf16 = std::strcmp(table.isa, "avx512bf16") == 0;
+  const bool amx = std::strcmp(table.isa, "amx") == 0;
+  const bool has_bf16 = amx || std::strcmp(table.isa, "avx512bf16") == 0;
   where = std::string(table.isa) + " bf16 pair";
   if ((kernel != nullptr) != has_bf16) {
     Fail("pair kernel is %s", kernel ? "present without AVX512-BF16" : "missing");
@@ -613,8 +684,8 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
   auto one = [&](int kind, int64_t blocks, int64_t rows, int64_t pairs, bool specials) {
     for (int attempt = 0;; ++attempt) {
       where = std::string(table.isa) + (specials ? " bf16 pair (inf/NaN)" : " bf16 pair");
-      if (CheckPairs(kernel, MakePairShape(attempt < 20 ? kind : 0, blocks, rows, pairs),
-                     specials)) {
+      if (CheckPairs(kernel, MakePairShape(attempt < 20 ? kind : 0, blocks, rows, pairs), specials,
+                     !amx)) {
         break;
       }
     }
@@ -625,6 +696,16 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
       for (const int64_t pairs : kPairs) {
         for (int kind = 0; kind < 3; ++kind) one(kind, blocks, rows, pairs, false);
         one(static_cast<int>(Uniform(0, 2)), blocks, rows, pairs, true);
+      }
+    }
+    for (const int64_t run : {4, 8, 16, 32, 48}) {
+      for (const int64_t lines : {1, 2, 3}) {
+        for (const int64_t pairs : kPairs) {
+          where = std::string(table.isa) + " bf16 pair (whole lines)";
+          if (CheckPairs(kernel, MakeTileShape(blocks, lines, run, pairs), Chance(20), !amx)) {
+            ++calls;
+          }
+        }
       }
     }
   }

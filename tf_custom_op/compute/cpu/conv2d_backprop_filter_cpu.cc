@@ -185,6 +185,22 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t pixels, int64_t 
   }
 }
 
+// The same words row by row: dst [width][(pixels + 1) / 2].
+inline void InterleavePairsByRow(const Eigen::bfloat16* src, int64_t pixels, int64_t width,
+                                 uint32_t* dst) {
+  const int64_t pairs = (pixels + 1) / 2;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const Eigen::bfloat16* even = src + 2 * q * width;
+    const bool has_odd = 2 * q + 1 < pixels;
+    for (int64_t c = 0; c < width; ++c) {
+      uint16_t lo, hi = 0;
+      __builtin_memcpy(&lo, even + c, sizeof(lo));
+      if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
+      dst[c * pairs + q] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The generic and pair paths: tasks over (slice, group, input-channel chunk)
 
@@ -235,16 +251,22 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   }
   const int64_t panel = taps * width;
   s->pairs_x.resize(static_cast<size_t>(pairs * panel));
-  InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
   cpu::Bf16PairOperands o;
   o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
-  o.pixel_stride = 2;
-  cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
+  if (plan.pairs_by_row) {
+    InterleavePairsByRow(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+    o.pixel_stride = 2 * pairs;
+    cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
+  } else {
+    InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+    o.pixel_stride = 2;
+    cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
+  }
   o.w_block_stride = pairs * plan.block;
   o.acc_stride = plan.lanes;
   o.rows = panel;
   o.run = width;
-  o.x_line_stride = 2 * width;
+  o.x_line_stride = width * o.pixel_stride;
   o.acc_line_stride = p.filter_in_depth * plan.lanes;
   cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s->pairs_dy.data(), tap_acc, plan.blocks,
                       plan.block, &o);

@@ -1,4 +1,8 @@
 // Run-time choice of the micro-kernel's instruction set (baseline flags).
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +24,7 @@ namespace cpu {
   template <typename Acc>                                   \
   DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel();   \
   Bf16PairKernel SelectBf16PairKernel();                    \
+  Bf16PairKernel SelectAmxPairKernel();                     \
   }
 DECLARE_ISA(generic)
 DECLARE_ISA(avx2)
@@ -29,11 +34,35 @@ DECLARE_ISA(avx512bf16)
 
 namespace {
 
-enum class Isa { kGeneric, kAvx2, kAvx512, kAvx512Bf16 };
+enum class Isa { kGeneric, kAvx2, kAvx512, kAvx512Bf16, kAmx };
+
+// Whether this process may run AMX bfloat16 tile instructions: the CPU has
+// AMX-TILE and AMX-BF16 (CPUID leaf 7), the OS saves the tile state (XCR0
+// bits 17 and 18) and grants this process the tile data (Linux asks each
+// process to request it, once; other code in the process, such as oneDNN,
+// may already have).
+bool AmxUsable() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if ((edx >> 24 & 1) == 0 || (edx >> 22 & 1) == 0) return false;  // AMX-TILE, AMX-BF16
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx >> 27 & 1) == 0) return false;  // OSXSAVE
+  uint32_t xcr0_low, xcr0_high;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+#endif
+  return true;
+}
 
 bool Supported(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
+    case Isa::kAmx: {
+      static const bool usable = Supported(Isa::kAvx512Bf16) && AmxUsable();
+      return usable;
+    }
     case Isa::kAvx512Bf16:
       return Supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
     case Isa::kAvx512:
@@ -60,7 +89,9 @@ Isa Choose() {
     if (std::strcmp(forced, "avx512bf16") == 0 && Supported(Isa::kAvx512Bf16)) {
       return Isa::kAvx512Bf16;
     }
+    if (std::strcmp(forced, "amx") == 0 && Supported(Isa::kAmx)) return Isa::kAmx;
   }
+  if (Supported(Isa::kAmx)) return Isa::kAmx;
   if (Supported(Isa::kAvx512Bf16)) return Isa::kAvx512Bf16;
   if (Supported(Isa::kAvx512)) return Isa::kAvx512;
   if (Supported(Isa::kAvx2)) return Isa::kAvx2;
@@ -77,6 +108,7 @@ Isa Chosen() {
 template <typename Acc>
 TapKernel<Acc> SelectTapKernel(int64_t block) {
   switch (Chosen()) {
+    case Isa::kAmx:  // the AVX512-BF16 set's kernels but for the pair kernel
     case Isa::kAvx512Bf16:
       return avx512bf16::SelectTapKernel<Acc>(block);
     case Isa::kAvx512:
@@ -92,6 +124,7 @@ TapKernel<Acc> SelectTapKernel(int64_t block) {
 template <typename T>
 WidenKernel<T> SelectWidenKernel() {
   switch (Chosen()) {
+    case Isa::kAmx:  // the AVX512-BF16 set's kernels but for the pair kernel
     case Isa::kAvx512Bf16:
       return avx512bf16::SelectWidenKernel<T>();
     case Isa::kAvx512:
@@ -107,6 +140,7 @@ WidenKernel<T> SelectWidenKernel() {
 template <typename Acc>
 DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
   switch (Chosen()) {
+    case Isa::kAmx:  // the AVX512-BF16 set's kernels but for the pair kernel
     case Isa::kAvx512Bf16:
       return avx512bf16::SelectDepthwiseFilterKernel<Acc>();
     case Isa::kAvx512:
@@ -122,6 +156,7 @@ DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
 template <typename Acc>
 DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
   switch (Chosen()) {
+    case Isa::kAmx:  // the AVX512-BF16 set's kernels but for the pair kernel
     case Isa::kAvx512Bf16:
       return avx512bf16::SelectDepthwiseInputKernel<Acc>();
     case Isa::kAvx512:
@@ -135,11 +170,20 @@ DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
 }
 
 Bf16PairKernel SelectBf16PairKernel() {
-  return Chosen() == Isa::kAvx512Bf16 ? avx512bf16::SelectBf16PairKernel() : nullptr;
+  switch (Chosen()) {
+    case Isa::kAmx:
+      return avx512bf16::SelectAmxPairKernel();
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectBf16PairKernel();
+    default:
+      return nullptr;
+  }
 }
 
 const char* CpuKernelIsa() {
   switch (Chosen()) {
+    case Isa::kAmx:
+      return "amx";
     case Isa::kAvx512Bf16:
       return "avx512bf16";
     case Isa::kAvx512:
@@ -165,19 +209,20 @@ template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
 // The tests' way past Chosen() (ukernel_table.h); the choice above does not
 // use it.
 const UkernelTable* UkernelTableFor(const char* isa) {
-#define ISA_TABLE(name, id)                                                                    \
-  {                                                                                            \
-    #name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,       \
-        &name::SelectTapKernel<uint32_t>, &name::SelectBf16PairKernel,                         \
-        &name::SelectWidenKernel<Eigen::half>, &name::SelectWidenKernel<Eigen::bfloat16>,      \
-        &name::SelectDepthwiseFilterKernel<float>, &name::SelectDepthwiseFilterKernel<double>, \
-        &name::SelectDepthwiseInputKernel<float>, &name::SelectDepthwiseInputKernel<double>    \
+#define ISA_TABLE(isa_name, name, id, pair)                                                   \
+  {                                                                                           \
+    isa_name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,   \
+        &name::SelectTapKernel<uint32_t>, &name::pair, &name::SelectWidenKernel<Eigen::half>, \
+        &name::SelectWidenKernel<Eigen::bfloat16>, &name::SelectDepthwiseFilterKernel<float>, \
+        &name::SelectDepthwiseFilterKernel<double>, &name::SelectDepthwiseInputKernel<float>, \
+        &name::SelectDepthwiseInputKernel<double>                                             \
   }
   static const UkernelTable tables[] = {
-      ISA_TABLE(generic, Isa::kGeneric),
-      ISA_TABLE(avx2, Isa::kAvx2),
-      ISA_TABLE(avx512, Isa::kAvx512),
-      ISA_TABLE(avx512bf16, Isa::kAvx512Bf16),
+      ISA_TABLE("generic", generic, Isa::kGeneric, SelectBf16PairKernel),
+      ISA_TABLE("avx2", avx2, Isa::kAvx2, SelectBf16PairKernel),
+      ISA_TABLE("avx512", avx512, Isa::kAvx512, SelectBf16PairKernel),
+      ISA_TABLE("avx512bf16", avx512bf16, Isa::kAvx512Bf16, SelectBf16PairKernel),
+      ISA_TABLE("amx", avx512bf16, Isa::kAmx, SelectAmxPairKernel),
   };
 #undef ISA_TABLE
   for (const UkernelTable& table : tables) {

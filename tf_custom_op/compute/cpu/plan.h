@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "tf_custom_op/compute/conv2d_problem.h"
@@ -25,8 +26,11 @@ namespace cpu {
 // the ISA choice only swaps one micro-kernel for another of the same shape).
 struct IsaFacts {
   bool bf16_pairs;  // the AVX512-BF16 pair kernel exists
+  bool amx;         // it runs AMX tile products, which read each row's pairs adjacent
 
-  static IsaFacts Chosen() { return {SelectBf16PairKernel() != nullptr}; }
+  static IsaFacts Chosen() {
+    return {SelectBf16PairKernel() != nullptr, std::strcmp(CpuKernelIsa(), "amx") == 0};
+  }
 };
 
 // The ways a gradient can be computed. kNothing and kZeros cover empty
@@ -185,6 +189,10 @@ struct CpuFilterPlan {
   // contiguous run of input (NHWC, one group, undilated columns): with
   // groups the strided gather costs more than it saves (measured).
   bool all_taps;
+  // Pair path: the input panel's pixel pairs laid out row by row,
+  // [tap, ci][pixel pair], as AMX tiles read them, instead of [pixel
+  // pair][tap, ci] (the VDPBF16PS kernel's broadcasts read that one faster).
+  bool pairs_by_row;
   // The partial sums, in the accumulation type (0 when direct or empty).
   int64_t workspace_bytes;
 
@@ -255,6 +263,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kDepthwise;
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
     plan.path = Path::kBf16Pairs;
+    plan.pairs_by_row = isa.amx;
   } else {
     plan.path = Path::kGeneric;
   }

@@ -48,10 +48,11 @@ using TapKernel = void (*)(const TapOperands<Acc>& operands);
 constexpr int64_t kBlocksPerCall = 2;
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
-// set this CPU has (AVX-512 with BF16, AVX-512, AVX2+FMA+F16C, or baseline
-// x86-64), chosen once at run time;
-// CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512|avx512bf16 forces one (if the
-// CPU has it). Results are deterministic for a given choice.
+// set this CPU has (AVX-512 with BF16 and AMX, AVX-512 with BF16, AVX-512,
+// AVX2+FMA+F16C, or baseline x86-64), chosen once at run time;
+// CONV2D_TRANSPOSE_CPU_ISA=generic|avx2|avx512|avx512bf16|amx forces one (if
+// the CPU has it). "amx" is the avx512bf16 set with the AMX pair kernel.
+// Results are deterministic for a given choice.
 template <typename Acc>
 TapKernel<Acc> SelectTapKernel(int64_t block);
 
@@ -64,7 +65,9 @@ TapKernel<Acc> SelectTapKernel(int64_t block);
 // values of pair p for lane c as one 32-bit word (low half: the even one). Each pair is
 // one VDPBF16PS step: both products exact, added to the accumulator in a
 // fixed order, with bfloat16 subnormals read as zero (the instruction's
-// rule). Deterministic like the others.
+// rule). Deterministic like the others. With AMX (SelectBf16PairKernel under
+// "amx"), calls in the input gradient's layout run as TDPBF16PS tile
+// products (the same pairs in the same order, chunks of 16 pairs).
 struct Bf16PairOperands {
   const Eigen::bfloat16* x;
   int64_t pixel_stride, pair_stride, pairs;
@@ -136,8 +139,8 @@ inline void ConvertRow(const T* src, int64_t n, Acc* dst) {
   }
 }
 
-// Name of the instruction set SelectTapKernel uses: "avx512bf16", "avx512",
-// "avx2" or "generic".
+// Name of the instruction set chosen: "amx", "avx512bf16", "avx512", "avx2"
+// or "generic".
 const char* CpuKernelIsa();
 
 // Lanes of one channel block for `channels` channels: the micro-kernel's

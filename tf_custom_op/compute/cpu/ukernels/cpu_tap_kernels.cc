@@ -4,6 +4,7 @@
 // the ISA's own namespace and calls no out-of-line library code, so no
 // function compiled for a wider instruction set can be shared by the linker
 // with code meant for a narrower one.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -337,20 +338,96 @@ __attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, i
   }
 }
 
+// Rows [r, end) of the call.
 template <int kBlocks>
-__attribute__((always_inline)) inline void PairRows(const Bf16PairOperands& o, const uint32_t* w,
+__attribute__((always_inline)) inline void PairRows(const Bf16PairOperands& o, int64_t r,
+                                                    int64_t end, const uint32_t* w,
                                                     int64_t acc_offset) {
-  int64_t r = 0;
-  for (; r + 8 <= o.rows; r += 8) PairTile<8, kBlocks>(o, r, w, acc_offset);
-  if (r + 4 <= o.rows) PairTile<4, kBlocks>(o, r, w, acc_offset), r += 4;
-  if (r + 2 <= o.rows) PairTile<2, kBlocks>(o, r, w, acc_offset), r += 2;
-  if (r < o.rows) PairTile<1, kBlocks>(o, r, w, acc_offset);
+  for (; r + 8 <= end; r += 8) PairTile<8, kBlocks>(o, r, w, acc_offset);
+  if (r + 4 <= end) PairTile<4, kBlocks>(o, r, w, acc_offset), r += 4;
+  if (r + 2 <= end) PairTile<2, kBlocks>(o, r, w, acc_offset), r += 2;
+  if (r < end) PairTile<1, kBlocks>(o, r, w, acc_offset);
 }
 
-void AccumulatePairs(const Bf16PairOperands& o) {
+// Rows [r, end) of every block, VDPBF16PS.
+inline void PairRowsAllBlocks(const Bf16PairOperands& o, int64_t r, int64_t end) {
   int64_t j = 0;
-  for (; j + 2 <= o.blocks; j += 2) PairRows<2>(o, o.w + j * o.w_block_stride, 16 * j);
-  for (; j < o.blocks; ++j) PairRows<1>(o, o.w + j * o.w_block_stride, 16 * j);
+  for (; j + 2 <= o.blocks; j += 2) PairRows<2>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
+  for (; j < o.blocks; ++j) PairRows<1>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
+}
+
+void AccumulatePairs(const Bf16PairOperands& o) { PairRowsAllBlocks(o, 0, o.rows); }
+
+// The same sums on AMX tiles (TDPBF16PS) where the pairs are adjacent (the
+// input gradient's layout: x rows are pixels, a pair is two neighbouring
+// channels), in groups of m = min(16, run) rows of a line; the rows a line
+// has past its last whole group, and calls in other layouts, take
+// VDPBF16PS as in AccumulatePairs. Per group of m rows and pair of blocks: C tiles 0-1 hold the
+// accumulators (m rows x 16 lanes), A tile 2 a chunk of 16 pairs of the m rows, B tiles 3-4 the
+// same pairs of the two blocks' packed weights (w's layout is a B tile's), and tiles 5-7 the last
+// pairs % 16 pairs. Each lane sums its pairs in order, chunk after chunk, so the result depends on
+// the operands alone.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
+
+__attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperands& o) {
+  if (o.pair_stride != 2 || o.rows <= 0 || o.pairs <= 0 || o.run <= 0) {
+    AccumulatePairs(o);
+    return;
+  }
+  const int64_t m = std::min<int64_t>(16, o.run);
+  const int64_t chunks = o.pairs / 16, rest = o.pairs % 16;
+  TileConfig config;
+  for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m), config.colsb[t] = 64;
+  for (int t : {3, 4}) config.rows[t] = 16, config.colsb[t] = 64;
+  if (rest != 0) {
+    config.rows[5] = static_cast<uint8_t>(m);
+    config.colsb[5] = static_cast<uint16_t>(4 * rest);
+    for (int t : {6, 7}) config.rows[t] = static_cast<uint8_t>(rest), config.colsb[t] = 64;
+  }
+  _tile_loadconfig(&config);
+  const int64_t x_step = 2 * o.pixel_stride, acc_step = 4 * o.acc_stride;
+  for (int64_t line = 0; line * o.run < o.rows; ++line) {
+    const int64_t n = std::min(o.run, o.rows - line * o.run);  // rows of this line
+    for (int64_t first = 0; first + m <= n; first += m) {
+      const Eigen::bfloat16* x = o.x + line * o.x_line_stride + first * o.pixel_stride;
+      float* acc = o.acc + line * o.acc_line_stride + first * o.acc_stride;
+      for (int64_t j = 0; j < o.blocks; j += 2) {
+        const bool two = j + 1 < o.blocks;
+        const uint32_t* w0 = o.w + j * o.w_block_stride;
+        const uint32_t* w1 = w0 + o.w_block_stride;
+        _tile_loadd(0, acc + 16 * j, acc_step);
+        if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
+        for (int64_t k = 0; k < chunks; ++k) {
+          _tile_loadd(2, x + 32 * k, x_step);
+          _tile_loadd(3, w0 + 256 * k, 64);
+          _tile_dpbf16ps(0, 2, 3);
+          if (two) {
+            _tile_loadd(4, w1 + 256 * k, 64);
+            _tile_dpbf16ps(1, 2, 4);
+          }
+        }
+        if (rest != 0) {
+          _tile_loadd(5, x + 32 * chunks, x_step);
+          _tile_loadd(6, w0 + 256 * chunks, 64);
+          _tile_dpbf16ps(0, 5, 6);
+          if (two) {
+            _tile_loadd(7, w1 + 256 * chunks, 64);
+            _tile_dpbf16ps(1, 5, 7);
+          }
+        }
+        _tile_stored(0, acc + 16 * j, acc_step);
+        if (two) _tile_stored(1, acc + 16 * (j + 1), acc_step);
+      }
+    }
+    PairRowsAllBlocks(o, line * o.run + n / m * m, line * o.run + n);
+  }
+  _tile_release();
 }
 #endif
 
@@ -406,6 +483,14 @@ DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
 Bf16PairKernel SelectBf16PairKernel() {
 #if defined(__AVX512BF16__)
   return &AccumulatePairs;
+#else
+  return nullptr;
+#endif
+}
+
+Bf16PairKernel SelectAmxPairKernel() {
+#if defined(__AVX512BF16__)
+  return &AmxPairs;
 #else
   return nullptr;
 #endif

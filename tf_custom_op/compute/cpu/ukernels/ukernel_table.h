@@ -15,7 +15,7 @@ namespace cpu {
 // One instruction set's selectors: the same functions the run-time choice
 // calls once it has settled on this set.
 struct UkernelTable {
-  const char* isa;  // "generic", "avx2", "avx512" or "avx512bf16"
+  const char* isa;  // "generic", "avx2", "avx512", "avx512bf16" or "amx"
   bool supported;   // whether this CPU can run the set's code
   TapKernel<float> (*tap_f32)(int64_t block);
   TapKernel<double> (*tap_f64)(int64_t block);
