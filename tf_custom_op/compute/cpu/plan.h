@@ -113,7 +113,11 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   CpuInputPlan plan{};
   const int64_t cg = p.filter_in_depth;
   const int64_t cog = p.out_depth_per_group();
-  plan.block = BlockWidth<Acc>(cg);
+  // With AMX the pair path pays even for fewer than 16 input channels: the
+  // tile product's idle lanes cost less than a narrow float block's FMAs.
+  const bool amx_pairs = std::is_same_v<T, Eigen::bfloat16> && isa.amx && cog % 2 == 0 &&
+                         !IsDepthwise(p, DepthwiseLayout::kAnyLayout);
+  plan.block = amx_pairs ? 16 : BlockWidth<Acc>(cg);
   plan.blocks = (cg + plan.block - 1) / plan.block;
   plan.row_length = p.groups * plan.blocks * plan.block;
   const int64_t row_length = std::max<int64_t>(plan.row_length, 1);

@@ -375,10 +375,16 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
 
-__attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperands& o) {
-  if (o.pair_stride != 2 || o.rows <= 0 || o.pairs <= 0 || o.run <= 0) {
-    AccumulatePairs(o);
+__attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperands& given) {
+  if (given.pair_stride != 2 || given.rows <= 0 || given.pairs <= 0 || given.run <= 0) {
+    AccumulatePairs(given);
     return;
+  }
+  // Lines that follow each other without a gap in x and in acc are one
+  // line (the filter gradient's rows of every tap, with all taps in a panel).
+  Bf16PairOperands o = given;
+  if (o.x_line_stride == o.run * o.pixel_stride && o.acc_line_stride == o.run * o.acc_stride) {
+    o.run = o.rows;
   }
   const int64_t m = std::min<int64_t>(16, o.run);
   const int64_t chunks = o.pairs / 16, rest = o.pairs % 16;
