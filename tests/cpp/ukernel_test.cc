@@ -583,8 +583,10 @@ bool ModelSumMatches(float before, float got, const std::vector<uint16_t>& x_bit
 // exact_model: the VDPBF16PS model bit for bit; otherwise AmxSumMatches and
 // a second call that must give the same bits.
 // Lines of `run` rows in the input gradient's layout (pairs adjacent), with
-// gaps between pixels and between lines: for run 16 or less, or a multiple
-// of 16, the AMX kernel takes the whole call in tiles of min(16, run) rows.
+// gaps between pixels and between lines, half the time the last line cut
+// short: the AMX kernel's groups of min(16, run) rows, its second
+// configuration for the run % 16 rows past them, and the rows of a partial
+// line it leaves to VDPBF16PS.
 PairShape MakeTileShape(int64_t blocks, int64_t lines, int64_t run, int64_t pairs) {
   PairShape s{};
   s.blocks = blocks;
@@ -592,7 +594,7 @@ PairShape MakeTileShape(int64_t blocks, int64_t lines, int64_t run, int64_t pair
   s.pair_stride = 2;
   s.w_block_stride = pairs * 16 + Uniform(0, 3);
   RowLayout& r = s.r;
-  r.rows = lines * run;
+  r.rows = lines * run - (run > 1 && Chance(50) ? Uniform(1, run - 1) : 0);
   r.run = run;
   r.pixel_stride = 2 * pairs + 2 * Uniform(0, 2) + 1;  // odd: unaligned rows
   r.x_line_stride = run * r.pixel_stride + Uniform(0, 5);
@@ -700,7 +702,7 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
         one(static_cast<int>(Uniform(0, 2)), blocks, rows, pairs, true);
       }
     }
-    for (const int64_t run : {4, 8, 16, 32, 48}) {
+    for (const int64_t run : {4, 8, 16, 20, 31, 32, 48}) {
       for (const int64_t lines : {1, 2, 3}) {
         for (const int64_t pairs : kPairs) {
           where = std::string(table.isa) + " bf16 pair (whole lines)";

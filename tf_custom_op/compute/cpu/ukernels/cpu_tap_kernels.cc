@@ -360,13 +360,16 @@ void AccumulatePairs(const Bf16PairOperands& o) { PairRowsAllBlocks(o, 0, o.rows
 
 // The same sums on AMX tiles (TDPBF16PS) where the pairs are adjacent (the
 // input gradient's layout: x rows are pixels, a pair is two neighbouring
-// channels), in groups of m = min(16, run) rows of a line; the rows a line
-// has past its last whole group, and calls in other layouts, take
-// VDPBF16PS as in AccumulatePairs. Per group of m rows and pair of blocks: C tiles 0-1 hold the
-// accumulators (m rows x 16 lanes), A tile 2 a chunk of 16 pairs of the m rows, B tiles 3-4 the
-// same pairs of the two blocks' packed weights (w's layout is a B tile's), and tiles 5-7 the last
-// pairs % 16 pairs. Each lane sums its pairs in order, chunk after chunk, so the result depends on
-// the operands alone.
+// channels), in groups of m = min(16, run) rows of a line, then the rows
+// every whole line has past its last group (run % m) in one more group per
+// line under a second tile configuration; only a last, partial line's
+// leftover rows and calls in other layouts take VDPBF16PS, as in
+// AccumulatePairs. Per group and pair of blocks: C tiles 0-1 hold the
+// accumulators (group rows x 16 lanes), A tile 2 a chunk of 16 pairs of the
+// rows, B tiles 3-4 the same pairs of the two blocks' packed weights (w's
+// layout is a B tile's), and tiles 5-7 the last pairs % 16 pairs. Every row
+// is in exactly one group, and each lane sums its pairs in order, chunk
+// after chunk, so the result depends on the operands alone.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -374,6 +377,56 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
+
+// Loads the tile shapes for groups of `m` rows and `rest` leftover pairs.
+__attribute__((target("amx-tile,amx-bf16"))) inline void ConfigureTiles(int64_t m, int64_t rest) {
+  TileConfig config;
+  for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m), config.colsb[t] = 64;
+  for (int t : {3, 4}) config.rows[t] = 16, config.colsb[t] = 64;
+  if (rest != 0) {
+    config.rows[5] = static_cast<uint8_t>(m);
+    config.colsb[5] = static_cast<uint16_t>(4 * rest);
+    for (int t : {6, 7}) config.rows[t] = static_cast<uint8_t>(rest), config.colsb[t] = 64;
+  }
+  _tile_loadconfig(&config);
+}
+
+// The group of rows [first, first + configured rows) of line `line`, every
+// block.
+__attribute__((target("amx-tile,amx-bf16"))) inline void AmxGroup(const Bf16PairOperands& o,
+                                                                  int64_t line, int64_t first) {
+  const int64_t chunks = o.pairs / 16, rest = o.pairs % 16;
+  const int64_t x_step = 2 * o.pixel_stride, acc_step = 4 * o.acc_stride;
+  const Eigen::bfloat16* x = o.x + line * o.x_line_stride + first * o.pixel_stride;
+  float* acc = o.acc + line * o.acc_line_stride + first * o.acc_stride;
+  for (int64_t j = 0; j < o.blocks; j += 2) {
+    const bool two = j + 1 < o.blocks;
+    const uint32_t* w0 = o.w + j * o.w_block_stride;
+    const uint32_t* w1 = w0 + o.w_block_stride;
+    _tile_loadd(0, acc + 16 * j, acc_step);
+    if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
+    for (int64_t k = 0; k < chunks; ++k) {
+      _tile_loadd(2, x + 32 * k, x_step);
+      _tile_loadd(3, w0 + 256 * k, 64);
+      _tile_dpbf16ps(0, 2, 3);
+      if (two) {
+        _tile_loadd(4, w1 + 256 * k, 64);
+        _tile_dpbf16ps(1, 2, 4);
+      }
+    }
+    if (rest != 0) {
+      _tile_loadd(5, x + 32 * chunks, x_step);
+      _tile_loadd(6, w0 + 256 * chunks, 64);
+      _tile_dpbf16ps(0, 5, 6);
+      if (two) {
+        _tile_loadd(7, w1 + 256 * chunks, 64);
+        _tile_dpbf16ps(1, 5, 7);
+      }
+    }
+    _tile_stored(0, acc + 16 * j, acc_step);
+    if (two) _tile_stored(1, acc + 16 * (j + 1), acc_step);
+  }
+}
 
 __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperands& given) {
   if (given.pair_stride != 2 || given.rows <= 0 || given.pairs <= 0 || given.run <= 0) {
@@ -386,54 +439,19 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperand
   if (o.x_line_stride == o.run * o.pixel_stride && o.acc_line_stride == o.run * o.acc_stride) {
     o.run = o.rows;
   }
-  const int64_t m = std::min<int64_t>(16, o.run);
-  const int64_t chunks = o.pairs / 16, rest = o.pairs % 16;
-  TileConfig config;
-  for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m), config.colsb[t] = 64;
-  for (int t : {3, 4}) config.rows[t] = 16, config.colsb[t] = 64;
-  if (rest != 0) {
-    config.rows[5] = static_cast<uint8_t>(m);
-    config.colsb[5] = static_cast<uint16_t>(4 * rest);
-    for (int t : {6, 7}) config.rows[t] = static_cast<uint8_t>(rest), config.colsb[t] = 64;
-  }
-  _tile_loadconfig(&config);
-  const int64_t x_step = 2 * o.pixel_stride, acc_step = 4 * o.acc_stride;
+  const int64_t m = std::min<int64_t>(16, o.run), tail = o.run % m;
+  const int64_t lines = o.rows / o.run, last = o.rows % o.run;  // whole lines, partial one
+  ConfigureTiles(m, o.pairs % 16);
   for (int64_t line = 0; line * o.run < o.rows; ++line) {
-    const int64_t n = std::min(o.run, o.rows - line * o.run);  // rows of this line
-    for (int64_t first = 0; first + m <= n; first += m) {
-      const Eigen::bfloat16* x = o.x + line * o.x_line_stride + first * o.pixel_stride;
-      float* acc = o.acc + line * o.acc_line_stride + first * o.acc_stride;
-      for (int64_t j = 0; j < o.blocks; j += 2) {
-        const bool two = j + 1 < o.blocks;
-        const uint32_t* w0 = o.w + j * o.w_block_stride;
-        const uint32_t* w1 = w0 + o.w_block_stride;
-        _tile_loadd(0, acc + 16 * j, acc_step);
-        if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
-        for (int64_t k = 0; k < chunks; ++k) {
-          _tile_loadd(2, x + 32 * k, x_step);
-          _tile_loadd(3, w0 + 256 * k, 64);
-          _tile_dpbf16ps(0, 2, 3);
-          if (two) {
-            _tile_loadd(4, w1 + 256 * k, 64);
-            _tile_dpbf16ps(1, 2, 4);
-          }
-        }
-        if (rest != 0) {
-          _tile_loadd(5, x + 32 * chunks, x_step);
-          _tile_loadd(6, w0 + 256 * chunks, 64);
-          _tile_dpbf16ps(0, 5, 6);
-          if (two) {
-            _tile_loadd(7, w1 + 256 * chunks, 64);
-            _tile_dpbf16ps(1, 5, 7);
-          }
-        }
-        _tile_stored(0, acc + 16 * j, acc_step);
-        if (two) _tile_stored(1, acc + 16 * (j + 1), acc_step);
-      }
-    }
-    PairRowsAllBlocks(o, line * o.run + n / m * m, line * o.run + n);
+    const int64_t n = line < lines ? o.run : last;
+    for (int64_t first = 0; first + m <= n; first += m) AmxGroup(o, line, first);
+  }
+  if (tail != 0 && lines > 0) {
+    ConfigureTiles(tail, o.pairs % 16);
+    for (int64_t line = 0; line < lines; ++line) AmxGroup(o, line, o.run - tail);
   }
   _tile_release();
+  if (last % m != 0) PairRowsAllBlocks(o, lines * o.run + last / m * m, o.rows);
 }
 #endif
 
