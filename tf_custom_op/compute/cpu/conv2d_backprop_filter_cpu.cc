@@ -170,24 +170,10 @@ void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t 
 
 // Two consecutive pixels' values as one word of bfloat16 halves, the even
 // pixel in the low half, zero past the last pixel: src is [pixel][width],
-// dst [pixel / 2][width].
+// dst [pixel / 2][width], or with kByRow [width][(pixels + 1) / 2].
+template <bool kByRow = false>
 inline void InterleavePairs(const Eigen::bfloat16* src, int64_t pixels, int64_t width,
                             uint32_t* dst) {
-  for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
-    const Eigen::bfloat16* even = src + 2 * q * width;
-    const bool has_odd = 2 * q + 1 < pixels;
-    for (int64_t c = 0; c < width; ++c) {
-      uint16_t lo, hi = 0;
-      __builtin_memcpy(&lo, even + c, sizeof(lo));
-      if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
-      dst[q * width + c] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
-    }
-  }
-}
-
-// The same words row by row: dst [width][(pixels + 1) / 2].
-inline void InterleavePairsByRow(const Eigen::bfloat16* src, int64_t pixels, int64_t width,
-                                 uint32_t* dst) {
   const int64_t pairs = (pixels + 1) / 2;
   for (int64_t q = 0; q < pairs; ++q) {
     const Eigen::bfloat16* even = src + 2 * q * width;
@@ -196,7 +182,8 @@ inline void InterleavePairsByRow(const Eigen::bfloat16* src, int64_t pixels, int
       uint16_t lo, hi = 0;
       __builtin_memcpy(&lo, even + c, sizeof(lo));
       if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
-      dst[c * pairs + q] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+      dst[kByRow ? c * pairs + q : q * width + c] =
+          static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
     }
   }
 }
@@ -254,7 +241,7 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   cpu::Bf16PairOperands o;
   o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
   if (plan.pairs_by_row) {
-    InterleavePairsByRow(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+    InterleavePairs<true>(s->raw_x.data(), pixels, panel, s->pairs_x.data());
     o.pixel_stride = 2 * pairs;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   } else {
