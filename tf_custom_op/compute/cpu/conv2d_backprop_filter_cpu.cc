@@ -169,20 +169,21 @@ void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t 
 }
 
 // Two consecutive pixels' values as one word of bfloat16 halves, the even
-// pixel in the low half, zero past the last pixel: src is [pixel][width],
-// dst [pixel / 2][width], or with kByRow [width][(pixels + 1) / 2].
+// pixel in the low half, zero past the last pixel: src is [pixel][width]
+// with rows `src_stride` apart, dst [pixel / 2][width] with rows `dst_stride`
+// apart, or with kByRow [width][(pixels + 1) / 2].
 template <bool kByRow = false>
-inline void InterleavePairs(const Eigen::bfloat16* src, int64_t pixels, int64_t width,
-                            uint32_t* dst) {
+inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int64_t pixels,
+                            int64_t width, uint32_t* dst, int64_t dst_stride) {
   const int64_t pairs = (pixels + 1) / 2;
   for (int64_t q = 0; q < pairs; ++q) {
-    const Eigen::bfloat16* even = src + 2 * q * width;
+    const Eigen::bfloat16* even = src + 2 * q * src_stride;
     const bool has_odd = 2 * q + 1 < pixels;
     for (int64_t c = 0; c < width; ++c) {
       uint16_t lo, hi = 0;
       __builtin_memcpy(&lo, even + c, sizeof(lo));
-      if (has_odd) __builtin_memcpy(&hi, even + width + c, sizeof(hi));
-      dst[kByRow ? c * pairs + q : q * width + c] =
+      if (has_odd) __builtin_memcpy(&hi, even + src_stride + c, sizeof(hi));
+      dst[kByRow ? c * pairs + q : q * dst_stride + c] =
           static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
     }
   }
@@ -198,7 +199,55 @@ struct FilterPanels {
   std::vector<Acc> dy, x;
   std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
   std::vector<uint32_t> pairs_dy, pairs_x;
+  std::vector<const T*> sources;  // per chunk pixel: where a tap reads it
+  std::vector<T> zeros;           // what it reads where that is padding
 };
+
+// 16 bfloat16 bit patterns, and 16 words of two.
+typedef uint16_t U16x16 __attribute__((vector_size(32)));
+typedef uint32_t U32x16 __attribute__((vector_size(64)));
+
+// plan.co_rows, NHWC: one tap's input pairs gathered and interleaved in one
+// pass, dst[j][q][c] = the input channel ci0 + 16j + c of the pixels the tap
+// reads for the chunk's pixels 2q (low half) and 2q + 1, zero where it reads
+// padding, past the last pixel or past ci1 (lanes that only reach
+// accumulator columns past the group's channels, which nothing reads).
+template <typename T>
+void GatherPairs(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
+                 int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, FilterPanels<T, float>* s) {
+  const int64_t width = ci1 - ci0, pixels = (r1 - r0) * p.out_cols, pairs = (pixels + 1) / 2;
+  const int64_t blocks = (width + 15) / 16;
+  s->zeros.assign(static_cast<size_t>(blocks * 16), T(0));
+  s->sources.assign(static_cast<size_t>(2 * pairs), s->zeros.data());
+  const cpu::InsideColumns cols = cpu::InsideColumnsFor(p, kw);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / p.out_rows, h = cpu::InputRow(p, r % p.out_rows, kh);
+    if (h < 0 || h >= p.in_rows) continue;
+    const T* row =
+        input + (n * p.in_rows + h) * p.in_cols * p.in_depth + g * p.filter_in_depth + ci0;
+    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
+      s->sources[(r - r0) * p.out_cols + ow] = row + (ow * p.stride_cols - cols.shift) * p.in_depth;
+    }
+  }
+  s->pairs_x.resize(static_cast<size_t>(blocks * pairs * 16));
+  for (int64_t j = 0; j < blocks; ++j) {
+    const int64_t lanes = std::min<int64_t>(16, width - 16 * j);
+    uint32_t* dst = s->pairs_x.data() + j * pairs * 16;
+    for (int64_t q = 0; q < pairs; ++q, dst += 16) {
+      U16x16 even{}, odd{};
+      if (lanes == 16) {  // a constant size: vector loads
+        __builtin_memcpy(&even, s->sources[2 * q] + 16 * j, sizeof(even));
+        __builtin_memcpy(&odd, s->sources[2 * q + 1] + 16 * j, sizeof(odd));
+      } else {
+        __builtin_memcpy(&even, s->sources[2 * q] + 16 * j, 2 * lanes);
+        __builtin_memcpy(&odd, s->sources[2 * q + 1] + 16 * j, 2 * lanes);
+      }
+      const U32x16 words =
+          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+      __builtin_memcpy(dst, &words, sizeof(words));
+    }
+  }
+}
 
 // `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
 // input channels, a line per tap, its reduction runs over the chunk's
@@ -232,8 +281,8 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   if (first_tap) {
     s->pairs_dy.resize(static_cast<size_t>(plan.blocks * pairs * plan.block));
     for (int64_t b = 0; b < plan.blocks; ++b) {
-      InterleavePairs(s->raw_dy.data() + b * pixels * plan.block, pixels, plan.block,
-                      s->pairs_dy.data() + b * pairs * plan.block);
+      InterleavePairs(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels, plan.block,
+                      s->pairs_dy.data() + b * pairs * plan.block, plan.block);
     }
   }
   const int64_t panel = taps * width;
@@ -241,11 +290,11 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   cpu::Bf16PairOperands o;
   o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
   if (plan.pairs_by_row) {
-    InterleavePairs<true>(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+    InterleavePairs<true>(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), 0);
     o.pixel_stride = 2 * pairs;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   } else {
-    InterleavePairs(s->raw_x.data(), pixels, panel, s->pairs_x.data());
+    InterleavePairs(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), panel);
     o.pixel_stride = 2;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
   }
@@ -257,6 +306,50 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   o.acc_line_stride = p.filter_in_depth * plan.lanes;
   cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s->pairs_dy.data(), tap_acc, plan.blocks,
                       plan.block, &o);
+}
+
+// GatherPairs' result from a gathered panel raw_x ([pixel][width]: the
+// NCHW layout's gather).
+template <typename T>
+void PairBlocksFromPanel(int64_t pixels, int64_t width, FilterPanels<T, float>* s) {
+  const int64_t pairs = (pixels + 1) / 2, blocks = (width + 15) / 16;
+  s->pairs_x.resize(static_cast<size_t>(blocks * pairs * 16));
+  for (int64_t j = 0; j < blocks; ++j) {
+    const int64_t n = std::min<int64_t>(16, width - 16 * j);
+    uint32_t* dst = s->pairs_x.data() + j * pairs * 16;
+    if (n < 16) std::fill(dst, dst + pairs * 16, 0u);
+    InterleavePairs(s->raw_x.data() + 16 * j, width, pixels, n, dst, 16);
+  }
+}
+
+// One tap under plan.co_rows, its input pairs in s->pairs_x already:
+// acc[co][ci] += dy^T x over the chunk's pixel pairs, the rows the group's
+// out channels, the blocks 16 input channels each. out_backprop is
+// interleaved by row on a chunk's first tap.
+template <typename T>
+void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
+                       int64_t pixels, int64_t width, bool first_tap, FilterPanels<T, float>* s,
+                       float* tap_acc) {
+  const int64_t pairs = (pixels + 1) / 2;
+  if (first_tap) {
+    s->pairs_dy.resize(static_cast<size_t>(plan.lanes * pairs));
+    for (int64_t b = 0; b < plan.blocks; ++b) {
+      InterleavePairs<true>(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels,
+                            plan.block, s->pairs_dy.data() + b * plan.block * pairs, 0);
+    }
+  }
+  const int64_t blocks = (width + 15) / 16;
+  cpu::Bf16PairOperands o;
+  o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_dy.data());
+  o.pixel_stride = 2 * pairs;
+  cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
+  o.w_block_stride = pairs * 16;
+  o.acc_stride = plan.ci_lanes;
+  o.rows = p.out_depth_per_group();
+  o.run = o.rows;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s->pairs_x.data(), tap_acc, blocks, 16, &o);
 }
 
 template <typename T, typename Acc>
@@ -298,9 +391,17 @@ class BackpropFilterTask {
     const int64_t ci0 = chunk * plan_.ci_chunk;
     const int64_t ci1 = std::min(cg, ci0 + plan_.ci_chunk);
     Acc* acc = partial_ + slice * plan_.slice_elements + g * (plan_.slice_elements / p_.groups);
-    for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
-      Acc* rows_acc = acc + (tap * cg + ci0) * plan_.lanes;
-      std::fill(rows_acc, rows_acc + (ci1 - ci0) * plan_.lanes, Acc(0));
+    const int64_t taps = p_.filter_rows * p_.filter_cols;
+    if (plan_.co_rows) {  // columns [ci0, end) of every [tap][co] row
+      const int64_t end = std::min(plan_.ci_lanes, ci0 + plan_.ci_chunk);
+      for (int64_t row = 0; row < taps * p_.out_depth_per_group(); ++row) {
+        std::fill(acc + row * plan_.ci_lanes + ci0, acc + row * plan_.ci_lanes + end, Acc(0));
+      }
+    } else {  // rows [ci0, ci1) of every tap
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        Acc* rows_acc = acc + (tap * cg + ci0) * plan_.lanes;
+        std::fill(rows_acc, rows_acc + (ci1 - ci0) * plan_.lanes, Acc(0));
+      }
     }
     const int64_t rows = p_.batch * p_.out_rows;
     const int64_t chunk_rows = plan_.ChunkRows(p_);
@@ -317,11 +418,24 @@ class BackpropFilterTask {
         continue;
       }
       for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
-        WithPanels(s, [&](auto*, auto* x) {
-          PackInputForTap(p_, input_, r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0,
-                          ci1, x);
-        });
-        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + (tap * cg + ci0) * plan_.lanes);
+        const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
+        if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+          if (plan_.co_rows && p_.nhwc()) {
+            GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
+          } else {
+            WithPanels(s, [&](auto*, auto* x) {
+              PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x);
+            });
+            if (plan_.co_rows) PairBlocksFromPanel(pixels, ci1 - ci0, s);
+          }
+        } else {
+          WithPanels(s, [&](auto*, auto* x) {
+            PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x);
+          });
+        }
+        const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
+                                             : (tap * cg + ci0) * plan_.lanes;
+        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + offset);
       }
     }
   }
@@ -341,6 +455,10 @@ class BackpropFilterTask {
   void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap,
                        FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.co_rows) {
+        ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, first_tap, s, tap_acc);
+        return;
+      }
       if (plan_.path == Path::kBf16Pairs) {
         ReducePairPanel(p_, plan_, pair_kernel_, pixels, width, taps, first_tap, s, tap_acc);
         return;
@@ -464,12 +582,14 @@ void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* parti
   const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
   const int64_t group_elements = plan.slice_elements / p.groups;
   std::vector<Acc> sum(static_cast<size_t>(depthwise ? p.groups : cog));
-  // out[i] = the sum over slices of src[i + s * slice_elements], i < count.
-  const auto sum_into = [&](const Acc* src, int64_t count, T* out) {
-    std::copy(src, src + count, sum.begin());
+  // out[i] = the sum over slices of src[i * stride + s * slice_elements],
+  // i < count (a constant stride of 1 keeps the loops contiguous).
+  const std::integral_constant<int64_t, 1> contiguous;
+  const auto sum_into = [&](const Acc* src, int64_t count, auto stride, T* out) {
+    for (int64_t i = 0; i < count; ++i) sum[i] = src[i * stride];
     for (int64_t s = 1; s < plan.slices; ++s) {
       const Acc* slice = src + s * plan.slice_elements;
-      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i];
+      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i * stride];
     }
     for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(sum[i]);
   };
@@ -477,11 +597,16 @@ void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* parti
     const int64_t tap = unit / cg, ci = unit % cg;
     T* out = filter_backprop + unit * p.out_depth;
     if (depthwise) {  // partial[slice][tap][g]
-      sum_into(partial + tap * p.groups, p.groups, out);
+      sum_into(partial + tap * p.groups, p.groups, contiguous, out);
       continue;
     }
     for (int64_t g = 0; g < p.groups; ++g) {
-      sum_into(partial + g * group_elements + (tap * cg + ci) * plan.lanes, cog, out + g * cog);
+      const Acc* group = partial + g * group_elements;
+      if (plan.co_rows) {  // [tap][co][ci_lanes]
+        sum_into(group + tap * cog * plan.ci_lanes + ci, cog, plan.ci_lanes, out + g * cog);
+      } else {
+        sum_into(group + (tap * cg + ci) * plan.lanes, cog, contiguous, out + g * cog);
+      }
     }
   }
 }

@@ -193,10 +193,20 @@ struct CpuFilterPlan {
   // contiguous run of input (NHWC, one group, undilated columns): with
   // groups the strided gather costs more than it saves (measured).
   bool all_taps;
-  // Pair path: the input panel's pixel pairs laid out row by row,
-  // [tap, ci][pixel pair], as AMX tiles read them, instead of [pixel
-  // pair][tap, ci] (the VDPBF16PS kernel's broadcasts read that one faster).
+  // Pair path with AMX and all taps in one panel: the input panel's pixel
+  // pairs laid out row by row, [tap, ci][pixel pair], as AMX tiles read
+  // them, instead of [pixel pair][tap, ci] (the VDPBF16PS kernel's
+  // broadcasts read that one faster).
   bool pairs_by_row;
+  // Pair path with AMX, a panel per tap: the product turned around,
+  // acc[co][ci] += dy^T x. Tile rows must hold a row's pixel pairs side by
+  // side, which takes a transpose of one operand: this way it is out_backprop,
+  // once per chunk for every tap, rather than each tap's gathered input.
+  // The input's pairs are packed in 16-lane blocks of input channels (B
+  // tiles), `ci_lanes` per group (whole blocks; the chunks cut at block
+  // boundaries), and the partial sums are [group][tap][co][ci_lanes].
+  bool co_rows;
+  int64_t ci_lanes;
   // The partial sums, in the accumulation type (0 when direct or empty).
   int64_t workspace_bytes;
 
@@ -245,7 +255,22 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   plan.block = depthwise ? 1 : BlockWidth<Acc>(cog);
   plan.blocks = (cog + plan.block - 1) / plan.block;
   plan.lanes = plan.blocks * plan.block;
-  plan.slice_elements = p.groups * p.filter_rows * p.filter_cols * cg * plan.lanes;
+  const int64_t taps = p.filter_rows * p.filter_cols;
+  // (cg < kMinChannelsPerTask also means one input-channel chunk below.)
+  plan.all_taps = !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 &&
+                  cg < kMinChannelsPerTask && taps * cg <= kMaxAllTapsRows;
+  if (depthwise) {
+    plan.path = Path::kDepthwise;
+  } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
+    plan.path = Path::kBf16Pairs;
+    plan.pairs_by_row = isa.amx && plan.all_taps;
+    plan.co_rows = isa.amx && !plan.all_taps;
+  } else {
+    plan.path = Path::kGeneric;
+  }
+  plan.ci_lanes = plan.co_rows ? (cg + 15) / 16 * 16 : cg;
+  plan.slice_elements = p.groups * taps * cg * plan.lanes;
+  if (plan.co_rows) plan.slice_elements = p.groups * taps * cog * plan.ci_lanes;
   const int64_t reduction_rows = std::max<int64_t>(p.batch * p.out_rows, 1);
   const int64_t slice_bytes =
       std::max<int64_t>(plan.slice_elements * static_cast<int64_t>(sizeof(Acc)), 1);
@@ -257,20 +282,9 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
       depthwise ? 1
                 : std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, cg / kMinChannelsPerTask));
   plan.ci_chunk = (cg + plan.ci_chunks - 1) / plan.ci_chunks;
+  if (plan.co_rows) plan.ci_chunk = (plan.ci_chunk + 15) / 16 * 16;
   plan.ci_chunks = (cg + plan.ci_chunk - 1) / plan.ci_chunk;
   plan.direct = std::is_same_v<T, Acc> && plan.slices == 1 && p.groups == 1 && plan.lanes == cog;
-  plan.all_taps = !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 &&
-                  plan.ci_chunks == 1 && cg < kMinChannelsPerTask &&
-                  p.filter_rows * p.filter_cols * cg <= kMaxAllTapsRows;
-
-  if (depthwise) {
-    plan.path = Path::kDepthwise;
-  } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
-    plan.path = Path::kBf16Pairs;
-    plan.pairs_by_row = isa.amx;
-  } else {
-    plan.path = Path::kGeneric;
-  }
   plan.workspace_bytes =
       plan.direct
           ? 0
