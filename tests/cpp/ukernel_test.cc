@@ -53,6 +53,9 @@ constexpr int64_t kMaxRows = 17;
 // remainder of the one-row path's 4-way split, and a few longer ones.
 const int64_t kChannels[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17, 33};
 const int64_t kPairs[] = {0, 1, 2, 3, 4, 5, 8, 13, 16, 17, 35};
+// For whole lines: also two and three whole chunks of 16 pairs (the AMX
+// kernel's two-group blocking with and without a last partial chunk).
+const int64_t kTilePairs[] = {0, 1, 2, 3, 4, 5, 8, 13, 16, 17, 32, 35, 48};
 // Sentinel elements on each side of the accumulators.
 constexpr int64_t kGuard = 40;
 
@@ -584,9 +587,9 @@ bool ModelSumMatches(float before, float got, const std::vector<uint16_t>& x_bit
 // a second call that must give the same bits.
 // Lines of `run` rows in the input gradient's layout (pairs adjacent), with
 // gaps between pixels and between lines, half the time the last line cut
-// short: the AMX kernel's groups of min(16, run) rows, its second
-// configuration for the run % 16 rows past them, and the rows of a partial
-// line it leaves to VDPBF16PS.
+// short: the AMX kernel's groups of min(16, run) rows (two at a time where
+// a line has 32 rows or more), its second configuration for the run % 16
+// rows past them, and the rows of a partial line it leaves to VDPBF16PS.
 PairShape MakeTileShape(int64_t blocks, int64_t lines, int64_t run, int64_t pairs) {
   PairShape s{};
   s.blocks = blocks;
@@ -702,9 +705,9 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
         one(static_cast<int>(Uniform(0, 2)), blocks, rows, pairs, true);
       }
     }
-    for (const int64_t run : {4, 8, 16, 20, 31, 32, 48}) {
+    for (const int64_t run : {4, 8, 16, 20, 31, 32, 48, 64}) {
       for (const int64_t lines : {1, 2, 3}) {
-        for (const int64_t pairs : kPairs) {
+        for (const int64_t pairs : kTilePairs) {
           where = std::string(table.isa) + " bf16 pair (whole lines)";
           if (CheckPairs(kernel, MakeTileShape(blocks, lines, run, pairs), Chance(20), !amx)) {
             ++calls;
@@ -813,6 +816,72 @@ void TestWiden(const cpu::UkernelTable& table, cpu::WidenKernel<T> widen, bool h
     }
     std::printf("  %s: half signalling NaNs come out %s\n", table.isa,
                 quieted ? "quiet" : "signalling");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Narrowing kernels: float to half or bfloat16, bit for bit as static_cast
+// (Eigen's conversion) in this file, which is built for baseline x86-64.
+
+// The float bit patterns to narrow: every upper half with lower halves at and
+// around bfloat16's rounding point (ties, both sides, zero, all ones, one
+// random), every half value's float image with offsets at and around half's
+// rounding point (bit 12 of the float mantissa), and random patterns.
+std::vector<uint32_t> NarrowingSources() {
+  std::vector<uint32_t> bits;
+  for (uint32_t hi = 0; hi < 65536; ++hi) {
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      bits.push_back(hi << 16 | lo);
+    }
+    bits.push_back(hi << 16 | static_cast<uint32_t>(Uniform(0, 0xffff)));
+  }
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint32_t f = HalfToFloatBits(static_cast<uint16_t>(h));
+    for (uint32_t offset : {0u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) bits.push_back(f + offset);
+    bits.push_back(f + static_cast<uint32_t>(Uniform(0, 0x1fff)));
+  }
+  for (int i = 0; i < 200000; ++i) bits.push_back(static_cast<uint32_t>(Uniform(0, 0xffffffff)));
+  return bits;
+}
+
+// Narrows every pattern in one call (the vector loop) and again in calls of
+// 0 to 40 values between sentinel guard zones (the tail), each result the
+// same as static_cast's bits.
+template <typename T>
+void TestNarrow(const cpu::UkernelTable& table, cpu::NarrowKernel<T> narrow, bool half) {
+  where = std::string(table.isa) + (half ? " narrow half" : " narrow bfloat16");
+  if (narrow == nullptr) {
+    std::printf("  %s: no %s narrowing kernel (converted one value at a time)\n", table.isa,
+                half ? "half" : "bfloat16");
+    return;
+  }
+  const std::vector<uint32_t> bits = NarrowingSources();
+  std::vector<float> src(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) src[i] = BitCast<float>(bits[i]);
+  const auto want = [&](size_t i) { return ToBits(static_cast<T>(src[i])); };
+  std::vector<T> all(src.size());
+  narrow(src.data(), static_cast<int64_t>(src.size()), all.data());
+  int64_t wrong = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (ToBits(all[i]) != want(i) && ++wrong <= 3) {
+      Fail("0x%08x -> 0x%04x, want 0x%04x", bits[i], ToBits(all[i]), want(i));
+    }
+  }
+  const T sentinel = Eigen::numext::bit_cast<T>(uint16_t{0x5a5a});
+  for (size_t at = 0; at + 40 <= src.size() && wrong == 0; at += 9973) {
+    const int64_t n = static_cast<int64_t>(at % 41);
+    std::vector<T> dst(n + 2 * kGuard, sentinel);
+    narrow(src.data() + at, n, dst.data() + kGuard);
+    for (int64_t i = 0; i < n + 2 * kGuard; ++i) {
+      const bool inside = i >= kGuard && i < kGuard + n;
+      const uint16_t expected = inside ? want(at + i - kGuard) : ToBits(sentinel);
+      if (ToBits(dst[i]) != expected) {
+        Fail("n=%lld: position %lld is 0x%04x, want 0x%04x", static_cast<long long>(n),
+             static_cast<long long>(i - kGuard), ToBits(dst[i]), expected);
+        ++wrong;
+        break;
+      }
+    }
   }
 }
 
@@ -960,6 +1029,10 @@ void CheckProductionChoice() {
       t->widen_bf16() != cpu::SelectWidenKernel<Eigen::bfloat16>()) {
     Fail("widening kernel differs");
   }
+  if (t->narrow_half() != cpu::SelectNarrowKernel<Eigen::half>() ||
+      t->narrow_bf16() != cpu::SelectNarrowKernel<Eigen::bfloat16>()) {
+    Fail("narrowing kernel differs");
+  }
   std::printf("production choice: %s (same kernels as its table)\n", chosen);
 }
 
@@ -1001,11 +1074,13 @@ int main(int argc, char** argv) {
                               TestDepthwiseInput<double>(*t, t->depthwise_input_f64());
     TestWiden<Eigen::half>(*t, t->widen_half(), true);
     TestWiden<Eigen::bfloat16>(*t, t->widen_bf16(), false);
+    TestNarrow<Eigen::half>(*t, t->narrow_half(), true);
+    TestNarrow<Eigen::bfloat16>(*t, t->narrow_bf16(), false);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - isa_start).count();
     std::printf(
         "%s: tap calls float %lld, double %lld, uint32 %lld; bf16 pair calls %s; "
-        "depthwise calls %lld; widening: all 65536 half and bfloat16 patterns; %.1f s\n",
+        "depthwise calls %lld; widening: all 65536 half and bfloat16 patterns; narrowing; %.1f s\n",
         isa.c_str(), static_cast<long long>(f32), static_cast<long long>(f64),
         static_cast<long long>(u32),
         pairs ? std::to_string(pairs).c_str() : "none (no AVX512-BF16)",

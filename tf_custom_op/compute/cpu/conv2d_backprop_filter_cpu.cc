@@ -171,7 +171,7 @@ void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t 
 // Two consecutive pixels' values as one word of bfloat16 halves, the even
 // pixel in the low half, zero past the last pixel: src is [pixel][width]
 // with rows `src_stride` apart, dst [pixel / 2][width] with rows `dst_stride`
-// apart, or with kByRow [width][(pixels + 1) / 2].
+// apart, or with kByRow [width][pixel / 2] with rows `dst_stride` apart.
 template <bool kByRow = false>
 inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int64_t pixels,
                             int64_t width, uint32_t* dst, int64_t dst_stride) {
@@ -183,7 +183,7 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int6
       uint16_t lo, hi = 0;
       __builtin_memcpy(&lo, even + c, sizeof(lo));
       if (has_odd) __builtin_memcpy(&hi, even + src_stride + c, sizeof(hi));
-      dst[kByRow ? c * pairs + q : q * dst_stride + c] =
+      dst[kByRow ? c * dst_stride + q : q * dst_stride + c] =
           static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
     }
   }
@@ -203,6 +203,15 @@ struct FilterPanels {
   std::vector<T> zeros;           // what it reads where that is padding
 };
 
+// Pixel pairs of a chunk under plan.co_rows: (pixels + 1) / 2, rounded up to
+// whole chunks of 16 where that adds little (the AMX kernel then needs no
+// pass for a last, partial chunk); the pairs past the chunk's pixels are
+// zero.
+inline int64_t TurnedPairs(int64_t pixels) {
+  const int64_t pairs = (pixels + 1) / 2;
+  return pairs >= 64 ? (pairs + 15) / 16 * 16 : pairs;
+}
+
 // 16 bfloat16 bit patterns, and 16 words of two.
 typedef uint16_t U16x16 __attribute__((vector_size(32)));
 typedef uint32_t U32x16 __attribute__((vector_size(64)));
@@ -215,7 +224,7 @@ typedef uint32_t U32x16 __attribute__((vector_size(64)));
 template <typename T>
 void GatherPairs(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
                  int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, FilterPanels<T, float>* s) {
-  const int64_t width = ci1 - ci0, pixels = (r1 - r0) * p.out_cols, pairs = (pixels + 1) / 2;
+  const int64_t width = ci1 - ci0, pixels = (r1 - r0) * p.out_cols, pairs = TurnedPairs(pixels);
   const int64_t blocks = (width + 15) / 16;
   s->zeros.assign(static_cast<size_t>(blocks * 16), T(0));
   s->sources.assign(static_cast<size_t>(2 * pairs), s->zeros.data());
@@ -290,7 +299,7 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
   cpu::Bf16PairOperands o;
   o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_x.data());
   if (plan.pairs_by_row) {
-    InterleavePairs<true>(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), 0);
+    InterleavePairs<true>(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), pairs);
     o.pixel_stride = 2 * pairs;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   } else {
@@ -312,35 +321,40 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
 // NCHW layout's gather).
 template <typename T>
 void PairBlocksFromPanel(int64_t pixels, int64_t width, FilterPanels<T, float>* s) {
-  const int64_t pairs = (pixels + 1) / 2, blocks = (width + 15) / 16;
-  s->pairs_x.resize(static_cast<size_t>(blocks * pairs * 16));
+  const int64_t pairs = TurnedPairs(pixels), blocks = (width + 15) / 16;
+  s->pairs_x.assign(static_cast<size_t>(blocks * pairs * 16), 0u);
   for (int64_t j = 0; j < blocks; ++j) {
-    const int64_t n = std::min<int64_t>(16, width - 16 * j);
-    uint32_t* dst = s->pairs_x.data() + j * pairs * 16;
-    if (n < 16) std::fill(dst, dst + pairs * 16, 0u);
-    InterleavePairs(s->raw_x.data() + 16 * j, width, pixels, n, dst, 16);
+    InterleavePairs(s->raw_x.data() + 16 * j, width, pixels, std::min<int64_t>(16, width - 16 * j),
+                    s->pairs_x.data() + j * pairs * 16, 16);
   }
 }
 
-// One tap under plan.co_rows, its input pairs in s->pairs_x already:
-// acc[co][ci] += dy^T x over the chunk's pixel pairs, the rows the group's
-// out channels, the blocks 16 input channels each. out_backprop is
-// interleaved by row on a chunk's first tap.
+// plan.co_rows: the chunk's out_backprop, blocked by PackOutBackprop, as
+// pairs by row, pairs_dy[co][q] = out channel co of the chunk's pixels 2q
+// (low half) and 2q + 1, rows TurnedPairs(pixels) apart, zero past the last
+// pixel. Made once per chunk for every tap.
+template <typename T>
+void TurnPackedOutBackprop(const CpuFilterPlan& plan, int64_t pixels, FilterPanels<T, float>* s) {
+  const int64_t pairs = TurnedPairs(pixels);
+  s->pairs_dy.assign(static_cast<size_t>(plan.lanes * pairs), 0u);
+  for (int64_t b = 0; b < plan.blocks; ++b) {
+    InterleavePairs<true>(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels,
+                          plan.block, s->pairs_dy.data() + b * plan.block * pairs, pairs);
+  }
+}
+
+// One tap under plan.co_rows, its input pairs in s->pairs_x and the chunk's
+// out_backprop in s->pairs_dy already: acc[co][ci] += dy^T x over the chunk's
+// pixel pairs, the rows the group's out channels, the blocks 16 input
+// channels each.
 template <typename T>
 void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
-                       int64_t pixels, int64_t width, bool first_tap, FilterPanels<T, float>* s,
+                       int64_t pixels, int64_t width, const FilterPanels<T, float>& s,
                        float* tap_acc) {
-  const int64_t pairs = (pixels + 1) / 2;
-  if (first_tap) {
-    s->pairs_dy.resize(static_cast<size_t>(plan.lanes * pairs));
-    for (int64_t b = 0; b < plan.blocks; ++b) {
-      InterleavePairs<true>(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels,
-                            plan.block, s->pairs_dy.data() + b * plan.block * pairs, 0);
-    }
-  }
+  const int64_t pairs = TurnedPairs(pixels);
   const int64_t blocks = (width + 15) / 16;
   cpu::Bf16PairOperands o;
-  o.x = reinterpret_cast<const Eigen::bfloat16*>(s->pairs_dy.data());
+  o.x = reinterpret_cast<const Eigen::bfloat16*>(s.pairs_dy.data());
   o.pixel_stride = 2 * pairs;
   cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   o.w_block_stride = pairs * 16;
@@ -349,7 +363,7 @@ void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf1
   o.run = o.rows;
   o.x_line_stride = 0;
   o.acc_line_stride = 0;
-  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s->pairs_x.data(), tap_acc, blocks, 16, &o);
+  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s.pairs_x.data(), tap_acc, blocks, 16, &o);
 }
 
 template <typename T, typename Acc>
@@ -409,8 +423,7 @@ class BackpropFilterTask {
     for (int64_t r0 = slice * rows / plan_.slices; r0 < row_end; r0 += chunk_rows) {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * p_.out_cols;
-      WithPanels(
-          s, [&](auto* dy, auto*) { PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, dy); });
+      PackChunkOutBackprop(r0, r1, g, s);
       if (plan_.all_taps) {
         WithPanels(s, [&](auto*, auto* x) { PackInputAllTaps(p_, input_, r0, r1, x); });
         AccumulatePanel(pixels, ci1 - ci0, p_.filter_rows * p_.filter_cols, true, s,
@@ -440,6 +453,15 @@ class BackpropFilterTask {
     }
   }
 
+  // The chunk's out_backprop in the form the plan's path reads.
+  void PackChunkOutBackprop(int64_t r0, int64_t r1, int64_t g, FilterPanels<T, Acc>* s) const {
+    WithPanels(s,
+               [&](auto* dy, auto*) { PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, dy); });
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.co_rows) TurnPackedOutBackprop(plan_, (r1 - r0) * p_.out_cols, s);
+    }
+  }
+
   // Calls f(dy panel, x panel) with the panels the plan's path packs into:
   // T for the pair kernel (it interleaves them), Acc otherwise.
   template <typename F>
@@ -456,7 +478,7 @@ class BackpropFilterTask {
                        FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.co_rows) {
-        ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, first_tap, s, tap_acc);
+        ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, *s, tap_acc);
         return;
       }
       if (plan_.path == Path::kBf16Pairs) {
@@ -591,7 +613,7 @@ void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* parti
       const Acc* slice = src + s * plan.slice_elements;
       for (int64_t i = 0; i < count; ++i) sum[i] += slice[i * stride];
     }
-    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(sum[i]);
+    cpu::NarrowRow(sum.data(), count, out);
   };
   for (int64_t unit = begin; unit < end; ++unit) {
     const int64_t tap = unit / cg, ci = unit % cg;

@@ -173,7 +173,8 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
 }
 
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
-// padded lanes and converting to T.
+// padded lanes and converting to T (NHWC runs of channels through
+// NarrowRow's vector kernels).
 template <typename T, typename Acc>
 void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop) {
   const TileRegion& r = t.region;
@@ -188,7 +189,7 @@ void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& 
         for (int64_t g = 0; g < p.groups; ++g) {
           const Acc* src = row + w * plan.row_length + g * group_stride;
           T* dst = out + w * p.in_depth + g * cg;
-          for (int64_t ci = 0; ci < cg; ++ci) dst[ci] = static_cast<T>(src[ci]);
+          cpu::NarrowRow(src, cg, dst);
         }
       }
       continue;

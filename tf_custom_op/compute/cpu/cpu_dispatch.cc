@@ -19,6 +19,8 @@ namespace cpu {
   TapKernel<Acc> SelectTapKernel(int64_t);                  \
   template <typename T>                                     \
   WidenKernel<T> SelectWidenKernel();                       \
+  template <typename T>                                     \
+  NarrowKernel<T> SelectNarrowKernel();                     \
   template <typename Acc>                                   \
   DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel(); \
   template <typename Acc>                                   \
@@ -137,6 +139,22 @@ WidenKernel<T> SelectWidenKernel() {
   return generic::SelectWidenKernel<T>();
 }
 
+template <typename T>
+NarrowKernel<T> SelectNarrowKernel() {
+  switch (Chosen()) {
+    case Isa::kAmx:
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SelectNarrowKernel<T>();
+    case Isa::kAvx512:
+      return avx512::SelectNarrowKernel<T>();
+    case Isa::kAvx2:
+      return avx2::SelectNarrowKernel<T>();
+    case Isa::kGeneric:
+      break;
+  }
+  return generic::SelectNarrowKernel<T>();
+}
+
 template <typename Acc>
 DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
   switch (Chosen()) {
@@ -205,17 +223,20 @@ template DepthwiseInputKernel<float> SelectDepthwiseInputKernel<float>();
 template DepthwiseInputKernel<double> SelectDepthwiseInputKernel<double>();
 template WidenKernel<Eigen::half> SelectWidenKernel<Eigen::half>();
 template WidenKernel<Eigen::bfloat16> SelectWidenKernel<Eigen::bfloat16>();
+template NarrowKernel<Eigen::half> SelectNarrowKernel<Eigen::half>();
+template NarrowKernel<Eigen::bfloat16> SelectNarrowKernel<Eigen::bfloat16>();
 
 // The tests' way past Chosen() (ukernel_table.h); the choice above does not
 // use it.
 const UkernelTable* UkernelTableFor(const char* isa) {
-#define ISA_TABLE(isa_name, name, id, pair)                                                   \
-  {                                                                                           \
-    isa_name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,   \
-        &name::SelectTapKernel<uint32_t>, &name::pair, &name::SelectWidenKernel<Eigen::half>, \
-        &name::SelectWidenKernel<Eigen::bfloat16>, &name::SelectDepthwiseFilterKernel<float>, \
-        &name::SelectDepthwiseFilterKernel<double>, &name::SelectDepthwiseInputKernel<float>, \
-        &name::SelectDepthwiseInputKernel<double>                                             \
+#define ISA_TABLE(isa_name, name, id, pair)                                                    \
+  {                                                                                            \
+    isa_name, Supported(id), &name::SelectTapKernel<float>, &name::SelectTapKernel<double>,    \
+        &name::SelectTapKernel<uint32_t>, &name::pair, &name::SelectWidenKernel<Eigen::half>,  \
+        &name::SelectWidenKernel<Eigen::bfloat16>, &name::SelectNarrowKernel<Eigen::half>,     \
+        &name::SelectNarrowKernel<Eigen::bfloat16>, &name::SelectDepthwiseFilterKernel<float>, \
+        &name::SelectDepthwiseFilterKernel<double>, &name::SelectDepthwiseInputKernel<float>,  \
+        &name::SelectDepthwiseInputKernel<double>                                              \
   }
   static const UkernelTable tables[] = {
       ISA_TABLE("generic", generic, Isa::kGeneric, SelectBf16PairKernel),

@@ -125,6 +125,27 @@ using WidenKernel = void (*)(const T* src, int64_t n, float* dst);
 template <typename T>
 WidenKernel<T> SelectWidenKernel();  // T: Eigen::half or Eigen::bfloat16
 
+// dst[i] = T(src[i]) for i < n, bit for bit as Eigen's conversion (round to
+// nearest even; a NaN becomes the type's quiet NaN with its sign), vectorised.
+// nullptr where the instruction set has no vector form (then NarrowRow
+// converts one value at a time).
+template <typename T>
+using NarrowKernel = void (*)(const float* src, int64_t n, T* dst);
+template <typename T>
+NarrowKernel<T> SelectNarrowKernel();  // T: Eigen::half or Eigen::bfloat16
+
+// dst[i] = static_cast<T>(src[i]) for i < n, through the narrowing kernel
+// for float to half or bfloat16 where there is one and the row is not short.
+template <typename Acc, typename T>
+inline void NarrowRow(const Acc* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<Acc, float> &&
+                (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>)) {
+    static const NarrowKernel<T> narrow = SelectNarrowKernel<T>();
+    if (narrow != nullptr && n >= 16) return narrow(src, n, dst);
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+
 // dst[i] = src[i] in the accumulation type, for i < n: the vectorised
 // widening for half and bfloat16, a plain conversion otherwise.
 template <typename T, typename Acc>

@@ -391,21 +391,25 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void ConfigureTiles(int64_t 
   _tile_loadconfig(&config);
 }
 
-// The group of rows [first, first + configured rows) of line `line`, every
-// block.
+// The group of rows [first, first + configured rows) of line `line`, blocks
+// [j0, j1) (j1 < 0: every block from j0 on); with rest_only, only the last
+// pairs % 16 pairs (AmxSquare did the whole chunks).
 __attribute__((target("amx-tile,amx-bf16"))) inline void AmxGroup(const Bf16PairOperands& o,
-                                                                  int64_t line, int64_t first) {
+                                                                  int64_t line, int64_t first,
+                                                                  int64_t j0 = 0, int64_t j1 = -1,
+                                                                  bool rest_only = false) {
+  if (j1 < 0) j1 = o.blocks;
   const int64_t chunks = o.pairs / 16, rest = o.pairs % 16;
   const int64_t x_step = 2 * o.pixel_stride, acc_step = 4 * o.acc_stride;
   const Eigen::bfloat16* x = o.x + line * o.x_line_stride + first * o.pixel_stride;
   float* acc = o.acc + line * o.acc_line_stride + first * o.acc_stride;
-  for (int64_t j = 0; j < o.blocks; j += 2) {
-    const bool two = j + 1 < o.blocks;
+  for (int64_t j = j0; j < j1; j += 2) {
+    const bool two = j + 1 < j1;
     const uint32_t* w0 = o.w + j * o.w_block_stride;
     const uint32_t* w1 = w0 + o.w_block_stride;
     _tile_loadd(0, acc + 16 * j, acc_step);
     if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
-    for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t k = 0; k < (rest_only ? 0 : chunks); ++k) {
       _tile_loadd(2, x + 32 * k, x_step);
       _tile_loadd(3, w0 + 256 * k, 64);
       _tile_dpbf16ps(0, 2, 3);
@@ -428,6 +432,52 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void AmxGroup(const Bf16Pair
   }
 }
 
+// Every tile 16 rows of 64 bytes (AmxSquare's shapes).
+__attribute__((target("amx-tile,amx-bf16"))) inline void ConfigureSquareTiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) config.rows[t] = 16, config.colsb[t] = 64;
+  _tile_loadconfig(&config);
+}
+
+// Two groups of 16 rows, (line0, first0) and (line1, first1) (rows [first,
+// first + 16) of a line), times the block pair j, j + 1, the whole chunks of
+// 16 pairs: C tiles 0-3 ([group][block]),
+// A tiles 4-5 (a group's pairs), B tiles 6-7 (a block's). Four independent
+// sums in flight instead of AmxGroup's two, and each tile load feeds two
+// products. AmxGroup's rest_only pass adds the last pairs % 16 pairs after
+// them, so each element's chunks go in the same order as in AmxGroup alone
+// and the sums are the same.
+__attribute__((target("amx-tile,amx-bf16"))) inline void AmxSquare(const Bf16PairOperands& o,
+                                                                   int64_t line0, int64_t first0,
+                                                                   int64_t line1, int64_t first1,
+                                                                   int64_t j) {
+  const int64_t x_step = 2 * o.pixel_stride, acc_step = 4 * o.acc_stride;
+  const Eigen::bfloat16* x0 = o.x + line0 * o.x_line_stride + first0 * o.pixel_stride;
+  const Eigen::bfloat16* x1 = o.x + line1 * o.x_line_stride + first1 * o.pixel_stride;
+  float* acc0 = o.acc + line0 * o.acc_line_stride + first0 * o.acc_stride + 16 * j;
+  float* acc1 = o.acc + line1 * o.acc_line_stride + first1 * o.acc_stride + 16 * j;
+  const uint32_t* w0 = o.w + j * o.w_block_stride;
+  const uint32_t* w1 = w0 + o.w_block_stride;
+  _tile_loadd(0, acc0, acc_step);
+  _tile_loadd(1, acc0 + 16, acc_step);
+  _tile_loadd(2, acc1, acc_step);
+  _tile_loadd(3, acc1 + 16, acc_step);
+  for (int64_t k = 0; k < o.pairs / 16; ++k) {
+    _tile_loadd(4, x0 + 32 * k, x_step);
+    _tile_loadd(6, w0 + 256 * k, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, w1 + 256 * k, 64);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, x1 + 32 * k, x_step);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, acc0, acc_step);
+  _tile_stored(1, acc0 + 16, acc_step);
+  _tile_stored(2, acc1, acc_step);
+  _tile_stored(3, acc1 + 16, acc_step);
+}
+
 __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperands& given) {
   if (given.pair_stride != 2 || given.rows <= 0 || given.pairs <= 0 || given.run <= 0) {
     AccumulatePairs(given);
@@ -441,8 +491,34 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperand
   }
   const int64_t m = std::min<int64_t>(16, o.run), tail = o.run % m;
   const int64_t lines = o.rows / o.run, last = o.rows % o.run;  // whole lines, partial one
+  // With groups of 16 rows, the groups in order (line by line) go two at a
+  // time on AmxSquare, two blocks at a time, their last pairs % 16 pairs
+  // below; an odd last group and every other row as before.
+  const bool square = o.pairs >= 16 && m == 16 && o.blocks >= 2;
+  const int64_t square_blocks = square ? o.blocks / 2 * 2 : 0;
+  const int64_t groups = lines * (o.run / 16) + last / 16;
+  const int64_t paired = square ? groups / 2 * 2 : 0;
+  const auto group_line = [&](int64_t i) { return i / (o.run / 16); };
+  const auto group_first = [&](int64_t i) { return i % (o.run / 16) * 16; };
+  if (paired > 0) {
+    ConfigureSquareTiles();
+    for (int64_t i = 0; i < paired; i += 2) {
+      for (int64_t j = 0; j < square_blocks; j += 2) {
+        AmxSquare(o, group_line(i), group_first(i), group_line(i + 1), group_first(i + 1), j);
+      }
+    }
+  }
   ConfigureTiles(m, o.pairs % 16);
-  for (int64_t line = 0; line * o.run < o.rows; ++line) {
+  for (int64_t i = 0; i < (m == 16 ? groups : 0); ++i) {
+    const int64_t line = group_line(i), first = group_first(i);
+    if (i >= paired) {
+      AmxGroup(o, line, first);
+      continue;
+    }
+    if (o.pairs % 16 != 0) AmxGroup(o, line, first, 0, square_blocks, true);
+    if (square_blocks < o.blocks) AmxGroup(o, line, first, square_blocks);
+  }
+  for (int64_t line = 0; m < 16 && line * o.run < o.rows; ++line) {
     const int64_t n = line < lines ? o.run : last;
     for (int64_t first = 0; first + m <= n; first += m) AmxGroup(o, line, first);
   }
@@ -478,7 +554,89 @@ void WidenBfloat16(const Eigen::bfloat16* src, int64_t n, float* dst) {
   }
 }
 
+// Narrowing float to half and bfloat16 as Eigen's conversions do: round to
+// nearest even, and a NaN becomes the quiet NaN 0x7e00 (half) or 0x7fc0
+// (bfloat16) with the NaN's sign and no payload.
+#if defined(__F16C__)
+// Eight values: F16C's conversion (exact, subnormal halves included), then
+// the NaN lanes replaced (F16C keeps the payload's top bits).
+inline __m128i NarrowHalf8(__m256 x) {
+  const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  const __m128i nan16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extractf128_si256(nan, 1));
+  const __m128i quiet = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<int16_t>(0x8000))),
+                                     _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, quiet, nan16);
+}
+
+void NarrowHalf(const float* src, int64_t n, Eigen::half* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), NarrowHalf8(_mm256_loadu_ps(src + i)));
+  }
+  if (i == n) return;
+  float tail[8] = {};
+  for (int64_t k = 0; k < n - i; ++k) tail[k] = src[i + k];
+  uint16_t out[8];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), NarrowHalf8(_mm256_loadu_ps(tail)));
+  for (int64_t k = 0; k < n - i; ++k) {
+    __builtin_memcpy(static_cast<void*>(dst + i + k), out + k, sizeof(uint16_t));
+  }
+}
+#endif
+
+#if defined(__AVX512BW__)
+// Sixteen values: the bits rounded to nearest even at bit 16, NaN lanes
+// replaced, the upper halves kept. (GCC's vector operators rather than the
+// shift and narrowing intrinsics, which GCC 12 warns about at -O3.)
+typedef uint32_t Bits16x32 __attribute__((vector_size(64)));
+typedef uint16_t Bits16x16 __attribute__((vector_size(32)));
+
+inline Bits16x16 NarrowBfloat16x16(__m512 x) {
+  const Bits16x32 bits = reinterpret_cast<Bits16x32>(x);
+  const Bits16x32 upper = bits >> 16;
+  const Bits16x32 rounded = (bits + ((upper & 1u) + 0x7fffu)) >> 16;
+  const Bits16x32 quiet = (upper & 0x8000u) | 0x7fc0u;
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512i chosen = _mm512_mask_blend_epi32(nan, reinterpret_cast<__m512i>(rounded),
+                                                 reinterpret_cast<__m512i>(quiet));
+  return __builtin_convertvector(reinterpret_cast<Bits16x32>(chosen), Bits16x16);
+}
+
+void NarrowBfloat16(const float* src, int64_t n, Eigen::bfloat16* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Bits16x16 out = NarrowBfloat16x16(_mm512_loadu_ps(src + i));
+    __builtin_memcpy(static_cast<void*>(dst + i), &out, sizeof(out));
+  }
+  if (i == n) return;
+  const __mmask16 lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
+  const Bits16x16 out = NarrowBfloat16x16(_mm512_maskz_loadu_ps(lanes, src + i));
+  _mm256_mask_storeu_epi16(dst + i, lanes, reinterpret_cast<__m256i>(out));
+}
+#endif
+
 }  // namespace
+
+template <typename T>
+NarrowKernel<T> SelectNarrowKernel();
+template <>
+NarrowKernel<Eigen::half> SelectNarrowKernel<Eigen::half>() {
+#if defined(__F16C__)
+  return &NarrowHalf;
+#else
+  return nullptr;
+#endif
+}
+template <>
+NarrowKernel<Eigen::bfloat16> SelectNarrowKernel<Eigen::bfloat16>() {
+#if defined(__AVX512BW__)
+  return &NarrowBfloat16;
+#else
+  return nullptr;
+#endif
+}
 
 template <typename Acc>
 TapKernel<Acc> SelectTapKernel(int64_t block) {

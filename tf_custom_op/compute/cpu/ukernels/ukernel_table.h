@@ -23,6 +23,8 @@ struct UkernelTable {
   Bf16PairKernel (*bf16_pair)();  // returns nullptr unless the set has AVX512-BF16
   WidenKernel<Eigen::half> (*widen_half)();
   WidenKernel<Eigen::bfloat16> (*widen_bf16)();
+  NarrowKernel<Eigen::half> (*narrow_half)();  // nullptr from sets without a vector form
+  NarrowKernel<Eigen::bfloat16> (*narrow_bf16)();
   DepthwiseFilterKernel<float> (*depthwise_filter_f32)();
   DepthwiseFilterKernel<double> (*depthwise_filter_f64)();
   DepthwiseInputKernel<float> (*depthwise_input_f32)();
