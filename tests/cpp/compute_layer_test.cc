@@ -392,6 +392,33 @@ int main(int argc, char** argv) {
       (ok ? passed : failed)++;
     }
   }
+  // bfloat16 input gradients with few input channels in one NHWC group and
+  // an even out_backprop depth (the scatter path under AMX, a padded block
+  // elsewhere): 60 of the random problems of that shape, and one image large
+  // enough for several tiles (taps landing across tile borders).
+  for (int accepted = 0; accepted < 60;) {
+    ct::ConvProblem p;
+    if (!RandomProblem(&p) || !p.nhwc() || p.groups != 1 || p.filter_in_depth >= 16 ||
+        p.out_depth_per_group() % 2 != 0) {
+      continue;
+    }
+    ++accepted;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
+  {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    attrs.strides = {1, 2, 2, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = ct::Padding::kSame;
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, {1, 150, 142, 3}, {4, 4, 3, 8}, {1, 75, 71, 8}, &p)
+             .ok()) {
+      std::printf("multi-tile problem rejected\n");
+      return 1;
+    }
+    (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
   const int64_t rejected = FuzzValidation(fuzz_calls);
   const int status_failures = StatusAndCallFailures();
   std::printf("status and call checks: %d failed\n", status_failures);

@@ -60,6 +60,28 @@ void PackFilterWords(const ConvProblem& p, const CpuInputPlan& plan, const T* fi
   }
 }
 
+// The scatter path's B tiles: packed[j][unit][lane] = the bfloat16 bits of
+// filter[tap][ci][2 * unit] (low half) and [2 * unit + 1] for column
+// 16 * j + lane = tap * cg + ci, zero past the last column (one group).
+template <typename T>
+void PackScatterWords(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
+                      uint32_t* dst) {
+  const int64_t cg = p.filter_in_depth, columns = p.filter_rows * p.filter_cols * cg;
+  for (int64_t j = 0; j < plan.scatter_blocks; ++j) {
+    for (int64_t unit = 0; unit < p.out_depth / 2; ++unit) {
+      for (int64_t lane = 0; lane < 16; ++lane) {
+        const int64_t column = 16 * j + lane;
+        uint16_t lo = 0, hi = 0;
+        if (column < columns) {  // filter[tap][ci][co] is filter[column][co]
+          __builtin_memcpy(&lo, filter + column * p.out_depth + 2 * unit, 2);
+          __builtin_memcpy(&hi, filter + column * p.out_depth + 2 * unit + 1, 2);
+        }
+        *dst++ = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+      }
+    }
+  }
+}
+
 // Lays the filter out for the plan's path: per group and tap, blocks of
 // lanes over the input channels in the accumulation type (generic); the
 // same with two out channels' bfloat16 bits per 32-bit word, the even one in
@@ -70,6 +92,9 @@ void PackFilter(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
   switch (plan.path) {
     case Path::kDepthwise:
       cpu::ConvertRow(filter, p.filter_elements(), static_cast<Acc*>(workspace));
+      return;
+    case Path::kScatterPairs:
+      PackScatterWords(p, plan, filter, static_cast<uint32_t*>(workspace));
       return;
     case Path::kBf16Pairs: {
       const auto pair = [](const T* even) {
@@ -135,6 +160,75 @@ void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<
   });
 }
 
+// Adds a pixel's Z values for one tap to the accumulators of the tile pixels
+// in [a, a + n * a_stride): kWidth lanes at a time, the pixel's row_length
+// (lanes past the input channels get the next tap's values, and are dropped
+// when the tile is stored).
+template <int kWidth>
+void AddScatterRun(const float* z, int64_t z_stride, int64_t n, float* a, int64_t a_stride) {
+  for (int64_t i = 0; i < n; ++i, z += z_stride, a += a_stride) {
+    for (int c = 0; c < kWidth; ++c) a[c] += z[c];
+  }
+}
+
+// The scatter path (plan.h): per out_backprop row of the window the tile
+// reads, Z[pixel][tap, ci] = sum over co of dy[pixel][co] * filter[tap][ci][co]
+// on the pair kernel (the row's pixels as rows, read where they lie; the
+// (tap, ci) columns as 16-lane blocks), then every value of Z that lands in
+// the tile added to its pixel, taps in order. Per output element the terms
+// come in the order of (out_backprop row, tap, out_backprop column), whatever
+// the tiling.
+template <typename T>
+void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Tile<float>& t,
+                       const T* out_backprop, const uint32_t* packed, cpu::Bf16PairKernel kernel,
+                       std::vector<float>* z) {
+  const TileRegion& r = t.region;
+  const cpu::DyWindow win = cpu::DyWindowFor(p, r);
+  if (win.rows == 0 || win.cols == 0) return;
+  const int64_t cg = p.filter_in_depth, lanes = plan.scatter_blocks * 16;
+  // A row_length past the last value: AddScatterRun reads that far.
+  z->resize(static_cast<size_t>(win.cols * lanes + plan.row_length));
+  const auto add = plan.row_length == 16  ? &AddScatterRun<16>
+                   : plan.row_length == 8 ? &AddScatterRun<8>
+                   : plan.row_length == 4 ? &AddScatterRun<4>
+                                          : &AddScatterRun<1>;
+  cpu::Bf16PairOperands o;
+  o.pixel_stride = p.out_depth;
+  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
+  o.w_block_stride = p.out_depth / 2 * 16;
+  o.acc_stride = lanes;
+  o.rows = win.cols;
+  o.run = win.cols;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
+    std::fill(z->begin(), z->end(), 0.0f);
+    o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
+          ((r.n * p.out_rows + oh) * p.out_cols + win.col0) * p.out_depth;
+    cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, packed, z->data(), plan.scatter_blocks, 16,
+                        &o);
+    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+      const int64_t h = cpu::InputRow(p, oh, kh);
+      if (h < r.h_begin || h >= r.h_end) continue;
+      float* row = t.acc + (h - r.h_begin) * t.row_stride;
+      for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+        // The window's columns whose tap kw lands in the tile: a stride run.
+        cpu::StridedRange cols;
+        if (!cpu::StrideRun(r.w_begin, r.w_end, p.pad_left - kw * p.dilation_cols, p.stride_cols,
+                            p.out_cols, &cols)) {
+          continue;
+        }
+        const int64_t first = std::max(cols.first, win.col0);
+        const int64_t last = std::min(cols.first + cols.n, win.col0 + win.cols);
+        if (first >= last) continue;
+        add(z->data() + (first - win.col0) * lanes + (kh * p.filter_cols + kw) * cg, lanes,
+            last - first, row + (cpu::InputCol(p, first, kw) - r.w_begin) * plan.row_length,
+            p.stride_cols * plan.row_length);
+      }
+    }
+  }
+}
+
 // The depthwise path: acc[pixel][g] += dy[pixel the tap reads][g] *
 // filter[kh][kw][g], tap after tap, elementwise across the groups: one
 // micro-kernel call per line a tap feeds, or where there is no kernel
@@ -174,15 +268,27 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
 
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
 // padded lanes and converting to T (NHWC runs of channels through
-// NarrowRow's vector kernels).
+// NarrowRow's vector kernels; with one group of few channels, a row's
+// channels gathered into `packed` first, so that the whole row is one run).
 template <typename T, typename Acc>
-void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop) {
+void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop,
+               std::vector<Acc>* packed) {
   const TileRegion& r = t.region;
   const int64_t cg = p.filter_in_depth;
   const int64_t group_stride = plan.blocks * plan.block;
   const int64_t width = r.w_end - r.w_begin;
   for (int64_t h = r.h_begin; h < r.h_end; ++h) {
     const Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
+    if (p.nhwc() && p.groups == 1 && cg < 16) {
+      packed->resize(static_cast<size_t>(width * cg));
+      for (int64_t w = 0; w < width; ++w) {
+        std::copy(row + w * plan.row_length, row + w * plan.row_length + cg,
+                  packed->data() + w * cg);
+      }
+      cpu::NarrowRow(packed->data(), width * cg,
+                     in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * cg);
+      continue;
+    }
     if (p.nhwc()) {
       T* out = in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * p.in_depth;
       for (int64_t w = 0; w < width; ++w) {
@@ -219,7 +325,9 @@ class BackpropInputTask {
         out_backprop_(out_backprop),
         in_backprop_(in_backprop),
         tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
-        pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr),
+        pair_kernel_(plan.path == Path::kBf16Pairs || plan.path == Path::kScatterPairs
+                         ? cpu::SelectBf16PairKernel()
+                         : nullptr),
         depthwise_kernel_(DepthwiseKernelFor<Acc>(plan)) {}
 
   // Tiles [begin, end), image-major, then tile rows, then tile columns.
@@ -231,7 +339,7 @@ class BackpropInputTask {
     for (int64_t task = begin; task < end; ++task) {
       const Tile<Acc> t = StartTile(task, &s.tile);
       Accumulate(t, &s);
-      if (!plan_.accumulate_in_place) StoreTile(p_, plan_, t, in_backprop_);
+      if (!plan_.accumulate_in_place) StoreTile(p_, plan_, t, in_backprop_, &s.row);
     }
   }
 
@@ -242,6 +350,8 @@ class BackpropInputTask {
   struct Scratch {
     std::vector<Acc> tile, panel;
     std::vector<T> raw_panel;
+    std::vector<float> z;  // the scatter path's products of one row
+    std::vector<Acc> row;  // StoreTile's gathered row
   };
 
   // Locates task `task`'s tile and zeroes its accumulators: a window of the
@@ -273,6 +383,11 @@ class BackpropInputTask {
   // Adds every tap's contribution to the tile along the plan's path.
   void Accumulate(const Tile<Acc>& t, Scratch* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.path == Path::kScatterPairs) {
+        AccumulateScatter(p_, plan_, t, out_backprop_, static_cast<const uint32_t*>(packed_),
+                          pair_kernel_, &s->z);
+        return;
+      }
       if (plan_.path == Path::kBf16Pairs) {
         AccumulateDense(p_, plan_, t, PanelFor(t, &s->raw_panel),
                         static_cast<const uint32_t*>(packed_),

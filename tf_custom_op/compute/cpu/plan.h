@@ -36,12 +36,14 @@ struct IsaFacts {
 // The ways a gradient can be computed. kNothing and kZeros cover empty
 // tensors; the other three are real accumulation strategies.
 enum class Path {
-  kNothing,    // the result has no elements
-  kZeros,      // the reduction is empty: the result is all zeros (the
-               // filter gradient may also carry NaNs, see its .cc)
-  kGeneric,    // the register-blocked micro-kernel over channel blocks
-  kBf16Pairs,  // bfloat16 operands two at a time (VDPBF16PS)
-  kDepthwise,  // one channel per group: elementwise across the groups
+  kNothing,       // the result has no elements
+  kZeros,         // the reduction is empty: the result is all zeros (the
+                  // filter gradient may also carry NaNs, see its .cc)
+  kGeneric,       // the register-blocked micro-kernel over channel blocks
+  kBf16Pairs,     // bfloat16 operands two at a time (VDPBF16PS)
+  kDepthwise,     // one channel per group: elementwise across the groups
+  kScatterPairs,  // input gradient, bfloat16 on AMX, few input channels:
+                  // every tap's products at once, added where they land
 };
 
 // Whether a layout constraint applies to the depthwise test below.
@@ -90,6 +92,9 @@ struct CpuInputPlan {
   // The micro-kernel reads out_backprop where it lies (channels last, in the
   // type it takes) instead of from a converted panel.
   bool read_dy_in_place;
+  // kScatterPairs: the (tap, input channel) columns of the product, in
+  // blocks of 16 (the last one padded).
+  int64_t scatter_blocks;
   // The packed filter, in the accumulation type. The pair layout takes half
   // of that and fits. Sized whenever the filter has elements, even if the
   // path then has nothing to pack (the size callers always got).
@@ -105,8 +110,16 @@ struct CpuInputPlan {
   }
 };
 
+// Most (tap, input channel) columns the scatter path takes.
+constexpr int64_t kMaxScatterColumns = 256;
+
 // The plan for Conv2DBackpropInput<T> on `p`. Empty tensors first, then
 // depthwise before the pair kernel (which never takes depthwise problems).
+// bfloat16 on AMX with fewer than 16 input channels (one group, NHWC) takes
+// the scatter path: a tile product per out_backprop row whose columns are
+// every tap's input channels, Z[dy pixel][tap, ci], then each value added
+// to the input pixel its tap lands on. Gathering per tap instead would pad
+// each pixel's few channels to a 16-lane tile row.
 template <typename T>
 CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   using Acc = typename Accumulator<T>::type;
@@ -117,7 +130,10 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   // tile product's idle lanes cost less than a narrow float block's FMAs.
   const bool amx_pairs = std::is_same_v<T, Eigen::bfloat16> && isa.amx && cog % 2 == 0 &&
                          !IsDepthwise(p, DepthwiseLayout::kAnyLayout);
-  plan.block = amx_pairs ? 16 : BlockWidth<Acc>(cg);
+  const int64_t scatter_columns = p.filter_rows * p.filter_cols * cg;
+  const bool scatter =
+      amx_pairs && p.groups == 1 && p.nhwc() && cg < 16 && scatter_columns <= kMaxScatterColumns;
+  plan.block = amx_pairs && !scatter ? 16 : BlockWidth<Acc>(cg);
   plan.blocks = (cg + plan.block - 1) / plan.block;
   plan.row_length = p.groups * plan.blocks * plan.block;
   const int64_t row_length = std::max<int64_t>(plan.row_length, 1);
@@ -134,6 +150,10 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
           ? 0
           : CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.groups, p.filter_rows,
                             p.filter_cols, plan.blocks, plan.block, cog});
+  plan.scatter_blocks = (scatter_columns + 15) / 16;
+  if (scatter && p.filter_elements() != 0) {  // 16-lane words of two out channels
+    plan.workspace_bytes = CheckedProduct({4, plan.scatter_blocks, 16, cog / 2});
+  }
 
   if (p.input_elements() == 0) {
     plan.path = Path::kNothing;
@@ -141,6 +161,8 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kZeros;
   } else if (IsDepthwise(p, DepthwiseLayout::kAnyLayout)) {
     plan.path = Path::kDepthwise;
+  } else if (scatter) {
+    plan.path = Path::kScatterPairs;
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16 &&
              cog % 2 == 0) {
     plan.path = Path::kBf16Pairs;
@@ -149,7 +171,8 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   }
   plan.accumulate_in_place = std::is_same_v<T, Acc> && p.nhwc() && plan.row_length == p.in_depth;
   // The pair kernel takes T (bfloat16) itself; the others take Acc.
-  plan.read_dy_in_place = p.nhwc() && (plan.path == Path::kBf16Pairs || kSameBits<T, Acc>);
+  plan.read_dy_in_place = p.nhwc() && (plan.path == Path::kBf16Pairs ||
+                                       plan.path == Path::kScatterPairs || kSameBits<T, Acc>);
   return plan;
 }
 
