@@ -34,7 +34,7 @@ struct IsaFacts {
 };
 
 // The ways a gradient can be computed. kNothing and kZeros cover empty
-// tensors; the other three are real accumulation strategies.
+// tensors; the others are real accumulation strategies.
 enum class Path {
   kNothing,       // the result has no elements
   kZeros,         // the reduction is empty: the result is all zeros (the
