@@ -3,6 +3,7 @@ the timings themselves are not checked here, only that they are produced)."""
 
 import json
 import re
+import time
 
 import pytest
 import tensorflow as tf
@@ -42,10 +43,34 @@ def test_bench_command_writes_json(op, tmp_path):
     assert set(shape["median_ms"]) == {"plugin", "builtin", "xla", "plugin_xla"}
     assert summary["geomean_jit_plugin_vs_jit_builtin"] > 0
     assert all(ms > 0 for ms in shape["median_ms"].values())
+    assert shape["timed_calls"] == {kind: 1 for kind in shape["median_ms"]}
     assert shape["roofline_bound"] in ("compute", "memory") and shape["roofline_ms"] > 0
     assert shape["percent_of_roofline"] == pytest.approx(
         100 * shape["roofline_ms"] / shape["median_ms"]["plugin"]
     )
+
+
+class _FakeOp:
+    """Stands for one kind's op: sleeps `seconds` a call and counts calls."""
+
+    def __init__(self, seconds):
+        self.seconds, self.calls = seconds, 0
+
+    def __call__(self, *_):
+        self.calls += 1
+        time.sleep(self.seconds)
+        return tf.constant(0.0)
+
+
+def test_slow_kinds_are_timed_once():
+    # The fast kinds: two warm-up calls, then `repeats` timed ones; a kind whose
+    # first call passes slow_s: that call, then one timed call.
+    ops = {kind: _FakeOp(0.0) for kind in benchmark.KINDS}
+    ops["builtin"] = _FakeOp(0.05)
+    times = benchmark._time_kinds(ops, None, None, None, {}, repeats=5, slow_s=0.02)
+    assert ops["builtin"].calls == 2 and len(times["builtin"]) == 1
+    assert times["builtin"][0] >= 50
+    assert ops["plugin"].calls == 7 and len(times["plugin"]) == 5
 
 
 def test_roofline_arithmetic():

@@ -5,12 +5,14 @@ Times the plugin's ``Conv2DBackpropInput`` (or, with ``--op filter``,
 under ``jit_compile=True`` (XLA), and the plugin's op under
 ``jit_compile=True`` (its XLA lowering) next to the latter, in one process,
 interleaved, after two warm-up calls, median of ``--repeats`` calls (each
-wrapped in a ``tf.function``). FLOPs = 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column
-is NumPy's float32 2048x2048 product measured in the same process. Prints a
-markdown table and the geometric-mean speed-ups last; ``--json`` and
-``--png`` write the results and a chart. ``--memory`` also measures, for
-each shape, how much one eager call grows the peak resident memory of a
-fresh process (the plugin's and the built-in's).
+wrapped in a ``tf.function``; a kind whose first call takes more than
+``SLOW_CALL_S`` seconds is timed once, after that call alone). FLOPs =
+2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column is NumPy's float32
+2048x2048 product measured in the same process. Prints a markdown table and
+the geometric-mean speed-ups last; ``--json`` and ``--png`` write the
+results and a chart. ``--memory`` also measures, for each shape, how much
+one eager call grows the peak resident memory of a fresh process (the
+plugin's and the built-in's).
 
 Roofline columns: the same process also measures the memory bandwidth
 (NumPy copy and add over 256 MiB arrays, one slice per core, best of a few);
@@ -245,6 +247,13 @@ def _measure_memory(which: str, dtype: str, index: int, kind: str) -> Optional[i
     return int(result.stdout.strip().splitlines()[-1])
 
 
+# A kind whose first call takes longer than this (seconds) is timed once,
+# after that call alone: on CPUs with AVX512-FP16, TensorFlow 2.21 runs
+# float16 convolutions on oneDNN, whose float16 filter gradient took 1-23 s
+# a call there, so seven repeats of every layer would take a quarter hour.
+SLOW_CALL_S = 1.0
+
+
 def _time_kinds(
     ops: Dict[str, Callable],
     sizes: tf.Tensor,
@@ -252,23 +261,32 @@ def _time_kinds(
     dy: tf.Tensor,
     attrs: Dict,
     repeats: int,
-) -> Dict[str, float]:
-    """Median milliseconds of each kind that accepts the call (the plugin's op,
-    the built-in, each under XLA), interleaved."""
+    slow_s: float = SLOW_CALL_S,
+) -> Dict[str, List[float]]:
+    """Milliseconds of each timed call of each kind that accepts the call
+    (the plugin's op, the built-in, each under XLA), interleaved: ``repeats``
+    calls after two warm-up calls, or one after one for a kind whose first
+    call took more than ``slow_s`` seconds."""
     times: Dict[str, List[float]] = {}
+    calls: Dict[str, int] = {}
     for kind in KINDS:
         try:
-            ops[kind](sizes, a, dy, attrs).numpy()
-            ops[kind](sizes, a, dy, attrs).numpy()
-            times[kind] = []
-        except tf.errors.InvalidArgumentError:
-            pass  # the built-in refuses it on this CPU
-    for _ in range(repeats):
-        for kind in times:
             start = time.perf_counter()
             ops[kind](sizes, a, dy, attrs).numpy()
-            times[kind].append(time.perf_counter() - start)
-    return {kind: statistics.median(t) * 1e3 for kind, t in times.items()}
+            slow = time.perf_counter() - start > slow_s
+            if not slow:
+                ops[kind](sizes, a, dy, attrs).numpy()
+            times[kind], calls[kind] = [], 1 if slow else repeats
+        except tf.errors.InvalidArgumentError:
+            pass  # the built-in refuses it on this CPU
+    for r in range(repeats):
+        for kind in times:
+            if r >= calls[kind]:
+                continue
+            start = time.perf_counter()
+            ops[kind](sizes, a, dy, attrs).numpy()
+            times[kind].append((time.perf_counter() - start) * 1e3)
+    return times
 
 
 def _table_row(entry: Dict, peak: float) -> str:
@@ -352,7 +370,8 @@ def _measure_shape(
 ) -> Dict:
     """Times one shape; its JSON entry with the throughput and the roofline."""
     sizes, a, dy = _operands(config, which, dtype)
-    ms = _time_kinds(ops, sizes, a, dy, config.op_attrs(), repeats)
+    calls = _time_kinds(ops, sizes, a, dy, config.op_attrs(), repeats)
+    ms = {kind: statistics.median(t) for kind, t in calls.items()}
     nbytes = bytes_moved(config, dtype)
     bound, limit = roofline_ms(
         config.flops(), nbytes, machine["sgemm_gflops"], machine["bandwidth_gbs"]
@@ -362,6 +381,7 @@ def _measure_shape(
         "config": config.describe(),
         "dtype": dtype.name,
         "median_ms": ms,
+        "timed_calls": {kind: len(t) for kind, t in calls.items()},
         "plugin_gflops": config.flops() / (ms["plugin"] * 1e-3) / 1e9,
         "bytes_moved": nbytes,
         "roofline_ms": bound,
