@@ -431,25 +431,27 @@ class BackpropFilterTask {
         continue;
       }
       for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
-        const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
-        if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-          if (plan_.co_rows && p_.nhwc()) {
-            GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
-          } else {
-            WithPanels(s, [&](auto*, auto* x) {
-              PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x);
-            });
-            if (plan_.co_rows) PairBlocksFromPanel(pixels, ci1 - ci0, s);
-          }
-        } else {
-          WithPanels(s, [&](auto*, auto* x) {
-            PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x);
-          });
-        }
+        PackTapInput(r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0, ci1, s);
         const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
                                              : (tap * cg + ci0) * plan_.lanes;
         AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + offset);
       }
+    }
+  }
+
+  // Tap (kh, kw)'s input values of the chunk in the form the plan's path
+  // reads: gathered into a panel, under co_rows also pair-interleaved into
+  // blocks (in one pass where the input is NHWC).
+  void PackTapInput(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t ci0,
+                    int64_t ci1, FilterPanels<T, Acc>* s) const {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.co_rows && p_.nhwc())
+        return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
+    }
+    WithPanels(
+        s, [&](auto*, auto* x) { PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x); });
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.co_rows) PairBlocksFromPanel((r1 - r0) * p_.out_cols, ci1 - ci0, s);
     }
   }
 

@@ -37,6 +37,15 @@ using cpu::TileRegion;
 // ---------------------------------------------------------------------------
 // The packed filter (the workspace)
 
+// The bfloat16 bits of even[0] (low half) and even[1] as one 32-bit word.
+template <typename T>
+uint32_t PairWord(const T* even) {
+  uint16_t lo, hi;
+  __builtin_memcpy(&lo, even, 2);
+  __builtin_memcpy(&hi, even + 1, 2);
+  return static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+}
+
 // packed[g][kh][kw][b][unit][lane] = word(&filter[kh][kw][ci][g*cog + unit*K])
 // with ci = b*block + lane and K = kPerWord out channels per word; zero for
 // lanes past the group's channels.
@@ -70,13 +79,8 @@ void PackScatterWords(const ConvProblem& p, const CpuInputPlan& plan, const T* f
   for (int64_t j = 0; j < plan.scatter_blocks; ++j) {
     for (int64_t unit = 0; unit < p.out_depth / 2; ++unit) {
       for (int64_t lane = 0; lane < 16; ++lane) {
-        const int64_t column = 16 * j + lane;
-        uint16_t lo = 0, hi = 0;
-        if (column < columns) {  // filter[tap][ci][co] is filter[column][co]
-          __builtin_memcpy(&lo, filter + column * p.out_depth + 2 * unit, 2);
-          __builtin_memcpy(&hi, filter + column * p.out_depth + 2 * unit + 1, 2);
-        }
-        *dst++ = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+        const int64_t column = 16 * j + lane;  // filter[tap][ci][co] is filter[column][co]
+        *dst++ = column < columns ? PairWord(filter + column * p.out_depth + 2 * unit) : 0u;
       }
     }
   }
@@ -97,13 +101,7 @@ void PackFilter(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
       PackScatterWords(p, plan, filter, static_cast<uint32_t*>(workspace));
       return;
     case Path::kBf16Pairs: {
-      const auto pair = [](const T* even) {
-        uint16_t lo, hi;
-        __builtin_memcpy(&lo, even, 2);
-        __builtin_memcpy(&hi, even + 1, 2);
-        return static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
-      };
-      PackFilterWords<2>(p, plan, filter, pair, static_cast<uint32_t*>(workspace));
+      PackFilterWords<2>(p, plan, filter, PairWord<T>, static_cast<uint32_t*>(workspace));
       return;
     }
     default: {  // kGeneric
@@ -268,8 +266,9 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
 
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
 // padded lanes and converting to T (NHWC runs of channels through
-// NarrowRow's vector kernels; with one group of few channels, a row's
-// channels gathered into `packed` first, so that the whole row is one run).
+// NarrowRow's vector kernels; where T is narrower than Acc and one group has
+// few channels, a row's channels gathered into `packed` first, so that the
+// whole row is one run).
 template <typename T, typename Acc>
 void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop,
                std::vector<Acc>* packed) {
@@ -277,9 +276,10 @@ void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& 
   const int64_t cg = p.filter_in_depth;
   const int64_t group_stride = plan.blocks * plan.block;
   const int64_t width = r.w_end - r.w_begin;
+  constexpr bool kNarrows = std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>;
   for (int64_t h = r.h_begin; h < r.h_end; ++h) {
     const Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
-    if (p.nhwc() && p.groups == 1 && cg < 16) {
+    if (kNarrows && p.nhwc() && p.groups == 1 && cg < 16) {
       packed->resize(static_cast<size_t>(width * cg));
       for (int64_t w = 0; w < width; ++w) {
         std::copy(row + w * plan.row_length, row + w * plan.row_length + cg,

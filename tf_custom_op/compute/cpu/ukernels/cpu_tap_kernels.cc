@@ -441,11 +441,10 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void ConfigureSquareTiles() 
 
 // Two groups of 16 rows, (line0, first0) and (line1, first1) (rows [first,
 // first + 16) of a line), times the block pair j, j + 1, the whole chunks of
-// 16 pairs: C tiles 0-3 ([group][block]),
-// A tiles 4-5 (a group's pairs), B tiles 6-7 (a block's). Four independent
-// sums in flight instead of AmxGroup's two, and each tile load feeds two
-// products. AmxGroup's rest_only pass adds the last pairs % 16 pairs after
-// them, so each element's chunks go in the same order as in AmxGroup alone
+// 16 pairs: C tiles 0-3 ([group][block]), A tiles 4-5 (a group's pairs), B
+// tiles 6-7 (a block's). Four independent sums in flight instead of
+// AmxGroup's two, and each tile load feeds two products. AmxGroup's rest_only pass adds the last
+// pairs % 16 pairs after them, so each element's chunks go in the same order as in AmxGroup alone
 // and the sums are the same.
 __attribute__((target("amx-tile,amx-bf16"))) inline void AmxSquare(const Bf16PairOperands& o,
                                                                    int64_t line0, int64_t first0,
