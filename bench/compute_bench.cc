@@ -2,8 +2,11 @@
 // the large layers of `python -m tf_conv2d_transpose bench`, on a std::thread pool,
 // median of repeats, GFLOP/s. For quick kernel work and for profiling:
 //
-//   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter]
+//   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter] [NAME]
 //   perf stat -e cycles,instructions build/compute_bench float input
+//
+// THREADS=n sets the pool's size, REPEATS=n the timed calls (default 7), and
+// COLD=1 walks 64 MiB before every call so that no operand starts in cache.
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -113,7 +116,9 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
   void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
   const ct::ParallelFor pool = ThreadPool(threads);
   std::vector<double> times, cpu_times;
+  std::vector<char> evict(std::getenv("COLD") != nullptr ? 64 << 20 : 0);
   for (int r = 0; r < repeats + 2; ++r) {
+    for (size_t i = 0; i < evict.size(); i += 64) evict[i] = static_cast<char>(evict[i] + 1);
     const double cpu_start = ProcessCpuSeconds();
     const auto start = std::chrono::steady_clock::now();
     if (input_grad) {
@@ -150,7 +155,8 @@ int main(int argc, char** argv) {
   const int threads = forced_threads != nullptr
                           ? std::max(1, std::atoi(forced_threads))
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int repeats = 7;
+  const char* forced_repeats = std::getenv("REPEATS");
+  const int repeats = forced_repeats != nullptr ? std::max(1, std::atoi(forced_repeats)) : 7;
   std::printf("%s gradient, %s, %d threads, ISA %s\n\n", input_grad ? "input" : "filter",
               dtype.c_str(), threads, ct::cpu::CpuKernelIsa());
   std::printf("| %-26s | %8s | %7s | %8s |\n|---|---|---|---|\n", "shape", "ms", "GFLOP/s",

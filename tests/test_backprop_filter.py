@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import tf_conv2d_transpose as t2d
 from conv_cases import assert_filter_grad_close_to_reference, configs, random_tensor
+from tf_conv2d_transpose import testing
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig
 
 FLOAT_DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16]
@@ -115,6 +116,47 @@ def test_large_reduction_is_split_and_deterministic():
     )
     result = t2d.raw_ops.conv2d_backprop_filter(**kwargs)
     assert_filter_grad_close_to_reference(config, x, dy, result)
+
+
+@pytest.mark.parametrize(
+    "groups, stride, dilation",
+    [(1, 1, 1), (4, 1, 1), (2, 2, 1), (1, 1, 2)],
+    ids=["stride1", "groups4", "groups2-stride2", "dilation2"],
+)
+def test_float32_in_place_path(groups, stride, dilation):
+    """float32 NHWC with 16 input channels a group and rows of 16+ pixels: the
+    in-place path. Against the reference and the built-in, and with infinities
+    and a NaN in out_backprop where taps read padding (0 * inf is NaN there)."""
+    config = Conv2DTransposeConfig(
+        batch=2,
+        in_rows=18,
+        in_cols=40,
+        in_depth=16 * groups,
+        out_depth=24,
+        filter_rows=3,
+        filter_cols=3,
+        stride=(stride, stride),
+        dilation=(dilation, dilation),
+        padding="SAME",
+        groups=groups,
+    )
+    x, out_backprop = random_problem(config, tf.float32, seed=11)
+    ours = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
+    assert_filter_grad_close_to_reference(config, x, out_backprop, ours)
+    builtin = run(tf.raw_ops.Conv2DBackpropFilter, config, x, out_backprop)
+    np.testing.assert_allclose(ours.numpy(), builtin.numpy(), rtol=1e-4, atol=1e-4)
+
+    dy = out_backprop.numpy()
+    dy[0, 0, 0, 3] = np.inf  # corner: several taps read padding
+    dy[1, -1, 5, 7] = -np.inf  # bottom edge
+    dy[0, 4, -1, 9] = np.nan  # right edge
+    x64 = x.numpy().astype(np.float64)
+    expected = testing.reference_conv2d_backprop_filter(config, x64, dy.astype(np.float64))
+    got = run(t2d.raw_ops.conv2d_backprop_filter, config, x, tf.constant(dy)).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-3)
 
 
 def test_empty_inputs_give_zero_gradient():

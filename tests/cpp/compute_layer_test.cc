@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -110,6 +111,59 @@ bool RunBackpropFilter(const ct::ConvProblem& p, double tolerance) {
   return Compare(dfilter, expected, tolerance, "backprop filter");
 }
 
+// The float filter gradient with a few infinities and NaNs in out_backprop
+// (NHWC): the result must be NaN, +inf, -inf or finite exactly where the
+// definition says, the input zero-padded (0 * inf is NaN where a tap reads
+// padding). Which of the four a sum is does not depend on its order.
+bool RunNonFiniteFilter(const ct::ConvProblem& p) {
+  std::vector<double> x64, dy64;
+  const std::vector<float> x = RandomValues<float>(p.input_elements(), &x64);
+  std::vector<float> dy = RandomValues<float>(p.out_backprop_elements(), &dy64);
+  const float specials[] = {std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 3 && !dy.empty(); ++i) {
+    const int64_t at = Uniform(0, static_cast<int64_t>(dy.size()) - 1);
+    dy[at] = specials[Uniform(0, 2)];
+    dy64[at] = dy[at];
+  }
+  Workspace workspace(ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(p));
+  std::vector<float> got(p.filter_elements(), 12345.0f);
+  ct::Conv2DBackpropFilterCpu<float>(p, x.data(), dy.data(), got.data(), workspace.data(),
+                                     ScrambledFor);
+  const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
+  for (int64_t f = 0; f < p.filter_elements(); ++f) {
+    const int64_t co = f % p.out_depth, ci = (f / p.out_depth) % cg;
+    const int64_t kw = (f / (p.out_depth * cg)) % p.filter_cols;
+    const int64_t kh = f / (p.out_depth * cg * p.filter_cols);
+    double want = 0;
+    for (int64_t n = 0; n < p.batch; ++n) {
+      for (int64_t oh = 0; oh < p.out_rows; ++oh) {
+        for (int64_t ow = 0; ow < p.out_cols; ++ow) {
+          const int64_t h = oh * p.stride_rows - p.pad_top + kh * p.dilation_rows;
+          const int64_t w = ow * p.stride_cols - p.pad_left + kw * p.dilation_cols;
+          const bool inside = h >= 0 && h < p.in_rows && w >= 0 && w < p.in_cols;
+          const double xv =
+              inside ? x64[((n * p.in_rows + h) * p.in_cols + w) * p.in_depth + co / cog * cg + ci]
+                     : 0.0;
+          want += xv * dy64[((n * p.out_rows + oh) * p.out_cols + ow) * p.out_depth + co];
+        }
+      }
+    }
+    const double g = got[f];
+    const bool same = std::isnan(want) ? std::isnan(g)
+                      : std::isinf(want)
+                          ? g == want
+                          : std::isfinite(g) && std::abs(g - want) <= 1e-6 * (1 + std::abs(want));
+    if (!same) {
+      std::printf("non-finite filter MISMATCH at %lld: got %g expected %g\n",
+                  static_cast<long long>(f), g, want);
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T>
 bool RunOne(const ct::ConvProblem& p, double tolerance, bool filter_op) {
   return filter_op ? RunBackpropFilter<T>(p, tolerance) : RunBackpropInput<T>(p, tolerance);
@@ -139,19 +193,26 @@ ct::ConvAttrs RandomValidAttrs(bool nchw) {
   return attrs;
 }
 
-// Builds a consistent random problem by computing out_backprop's size.
-bool RandomProblem(ct::ConvProblem* p) {
-  const bool nchw = Uniform(0, 1) == 1;
+// Builds a consistent random problem by computing out_backprop's size. With
+// `block_cg` the problem is NHWC, not depthwise, with block_cg input channels
+// per group and wider rows.
+bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
+  const bool nchw = block_cg == 0 && Uniform(0, 1) == 1;
   const ct::ConvAttrs attrs = RandomValidAttrs(nchw);
   // One problem in four has wide channel counts, so that both kernels reach
   // their two-block register tiles with 16-lane blocks (and padded tails);
   // one in eight is depthwise (one channel per group, many groups).
-  const int kind = Uniform(0, 7);
+  const int kind = block_cg != 0 ? Uniform(0, 1) : Uniform(0, 7);
   const bool wide = kind < 2, depthwise = kind == 2;
   const int64_t groups = depthwise ? Uniform(2, 40) : Uniform(1, 3);
-  const int64_t cg = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 20);
+  const int64_t cg = block_cg != 0 ? block_cg
+                     : depthwise   ? 1
+                     : wide        ? Uniform(17, 40)
+                                   : Uniform(1, 20);
   const int64_t cog = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 6);
-  const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9), cols = Uniform(0, 12);
+  // (The in-place filter path wants out_backprop rows of 16 pixels or more.)
+  const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9);
+  const int64_t cols = block_cg != 0 ? Uniform(8, 60) : Uniform(0, 12);
   const int64_t kh = Uniform(0, 4), kw = Uniform(1, 4);
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
   int64_t out_rows, out_cols, unused0, unused1;
@@ -404,6 +465,15 @@ int main(int argc, char** argv) {
     }
     ++accepted;
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
+  // float filter gradients with input channels in whole 16-lane blocks per
+  // NHWC group (the in-place path), plain and with infinities and NaNs in
+  // out_backprop.
+  for (int i = 0; i < 80; ++i) {
+    ct::ConvProblem p;
+    if (!RandomProblem(&p, i % 3 == 2 ? 32 : 16)) continue;
+    (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
+    (RunNonFiniteFilter(p) ? passed : failed)++;
   }
   {
     ct::ConvAttrs attrs;

@@ -227,18 +227,18 @@ RowLayout MakeRows(int kind, int64_t rows, int64_t width, int64_t dense_pixel_st
 // Tap kernels.
 
 struct TapShape {
-  int64_t block, blocks, channels, channel_stride, w_block_stride;
+  int64_t block, blocks, channels, channel_stride, w_step, w_block_stride;
   RowLayout r;
 };
 
 std::string Describe(const TapShape& s) {
-  char text[120];
+  char text[140];
   std::snprintf(text, sizeof(text),
-                "block=%lld blocks=%lld channels=%lld channel_stride=%lld "
+                "block=%lld blocks=%lld channels=%lld channel_stride=%lld w_step=%lld "
                 "w_block_stride=%lld ",
                 static_cast<long long>(s.block), static_cast<long long>(s.blocks),
                 static_cast<long long>(s.channels), static_cast<long long>(s.channel_stride),
-                static_cast<long long>(s.w_block_stride));
+                static_cast<long long>(s.w_step), static_cast<long long>(s.w_block_stride));
   return text + Describe(s.r);
 }
 
@@ -248,7 +248,14 @@ TapShape MakeTapShape(int kind, int64_t block, int64_t blocks, int64_t rows, int
   s.blocks = blocks;
   s.channels = channels;
   s.channel_stride = kind == 1 ? Uniform(1, 3) : 1;
+  s.w_step = block;
   s.w_block_stride = channels * block + (kind == 0 ? 0 : Uniform(0, 5));
+  if (kind == 1 && Uniform(0, 1) == 1) {
+    // w read where it lies (the filter gradient's in-place path): each
+    // step's blocks side by side, the steps further apart.
+    s.w_block_stride = block;
+    s.w_step = blocks * block + Uniform(0, 20);
+  }
   const int64_t span = channels == 0 ? 0 : (channels - 1) * s.channel_stride + 1;
   s.r = MakeRows(kind, rows, blocks * block, channels, span);
   if (kind == 2) s.channel_stride = std::max<int64_t>(rows, 1) + Uniform(0, 2);
@@ -287,7 +294,7 @@ bool TapSumMatches(const TapShape& s, const std::vector<A>& x, const std::vector
     // The definition's order (any order gives these bits here).
     A want = before;
     for (int64_t k = 0; k < s.channels; ++k) {
-      want += x[r.X(i) + k * s.channel_stride] * w[j * s.w_block_stride + k * s.block + c];
+      want += x[r.X(i) + k * s.channel_stride] * w[j * s.w_block_stride + k * s.w_step + c];
     }
     // == takes -0 and +0 as equal: a row the kernel sums alone keeps four
     // partial sums that start at +0, so acc = -0 plus products of -0 ends
@@ -307,7 +314,7 @@ bool TapSumMatches(const TapShape& s, const std::vector<A>& x, const std::vector
   long double want = before, magnitude = std::fabs(static_cast<long double>(want));
   for (int64_t k = 0; k < s.channels; ++k) {
     const long double p = static_cast<long double>(x[r.X(i) + k * s.channel_stride]) *
-                          static_cast<long double>(w[j * s.w_block_stride + k * s.block + c]);
+                          static_cast<long double>(w[j * s.w_block_stride + k * s.w_step + c]);
     want += p;
     magnitude += std::fabs(p);
   }
@@ -337,7 +344,9 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
   // pointers into them), NaN where the call must not read.
   const bool any = r.rows > 0 && s.channels > 0;
   std::vector<A> x(any ? r.MaxX() + (s.channels - 1) * s.channel_stride + 1 : 1);
-  std::vector<A> w(s.channels > 0 ? (s.blocks - 1) * s.w_block_stride + s.channels * s.block : 1);
+  std::vector<A> w(s.channels > 0
+                       ? (s.blocks - 1) * s.w_block_stride + (s.channels - 1) * s.w_step + s.block
+                       : 1);
   for (A& v : x) v = Poison<A>();
   for (A& v : w) v = Poison<A>();
   for (int64_t i = 0; i < r.rows; ++i) {
@@ -346,8 +355,10 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
     }
   }
   for (int64_t j = 0; j < s.blocks; ++j) {
-    for (int64_t k = 0; k < s.channels * s.block; ++k) {
-      w[j * s.w_block_stride + k] = exact ? ExactValue<A>(1) : FullValue<A>();
+    for (int64_t k = 0; k < s.channels; ++k) {
+      for (int64_t c = 0; c < s.block; ++c) {
+        w[j * s.w_block_stride + k * s.w_step + c] = exact ? ExactValue<A>(1) : FullValue<A>();
+      }
     }
   }
   for (size_t i = 0; i < acc.data.size(); ++i) {
@@ -355,10 +366,10 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
   }
   const std::vector<A> x0 = x, w0 = w, before = acc.data;
 
-  const cpu::TapOperands<A> o{
-      x.data(),         r.pixel_stride, s.channel_stride, s.channels, w.data(), s.w_block_stride,
-      s.blocks,         acc.start(),    r.acc_stride,     r.rows,     r.run,    r.x_line_stride,
-      r.acc_line_stride};
+  const cpu::TapOperands<A> o{x.data(),        r.pixel_stride,   s.channel_stride, s.channels,
+                              w.data(),        s.w_step,         s.w_block_stride, s.blocks,
+                              acc.start(),     r.acc_stride,     r.rows,           r.run,
+                              r.x_line_stride, r.acc_line_stride};
   kernel(o);
 
   bool ok = true;

@@ -269,6 +269,7 @@ void ReduceTapPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::TapKer
   o.x = s.x.data();
   o.pixel_stride = 1;
   cpu::GenericKernelCall<Acc>::SetReduction(pixels, taps * width, &o);
+  o.w_step = plan.block;
   o.w_block_stride = pixels * plan.block;
   o.acc_stride = plan.lanes;
   o.rows = taps * width;
@@ -386,7 +387,7 @@ class BackpropFilterTask {
     if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
-    } else {
+    } else if (!plan_.in_place) {
       s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     }
@@ -420,6 +421,12 @@ class BackpropFilterTask {
     const int64_t rows = p_.batch * p_.out_rows;
     const int64_t chunk_rows = plan_.ChunkRows(p_);
     const int64_t row_end = (slice + 1) * rows / plan_.slices;
+    if constexpr (std::is_same_v<T, float>) {
+      if (plan_.in_place) {
+        AccumulateInPlace(slice * rows / plan_.slices, row_end, g, ci0, ci1, acc + ci0);
+        return;
+      }
+    }
     for (int64_t r0 = slice * rows / plan_.slices; r0 < row_end; r0 += chunk_rows) {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * p_.out_cols;
@@ -435,6 +442,71 @@ class BackpropFilterTask {
         const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
                                              : (tap * cg + ci0) * plan_.lanes;
         AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + offset);
+      }
+    }
+  }
+
+  // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
+  // channels [ci0, ci1) of group g, into acc[tap][co][ci_lanes] (acc already
+  // at ci0). Taps outermost within a few rows, so that a tap's sums stay in
+  // L1 while the rows pass; each element still sums rows, then pixels, in order.
+  void AccumulateInPlace(int64_t r0, int64_t r1, int64_t g, int64_t ci0, int64_t ci1,
+                         Acc* acc) const {
+    const int64_t cog = p_.out_depth_per_group(), cg = p_.filter_in_depth;
+    const int64_t taps = p_.filter_rows * p_.filter_cols;
+    cpu::TapOperands<Acc> o;
+    o.pixel_stride = 1;
+    cpu::GenericKernelCall<Acc>::SetReduction(0, p_.out_depth, &o);
+    o.w_step = p_.in_depth * p_.stride_cols;
+    o.w_block_stride = 16;
+    o.acc_stride = plan_.ci_lanes;
+    o.rows = cog;
+    o.run = cog;
+    o.x_line_stride = 0;
+    o.acc_line_stride = 0;
+    const cpu::GenericKernelCall<Acc> call{tap_kernel_};
+    constexpr int64_t kRowsPerPass = 4;
+    for (int64_t a = r0; a < r1; a += kRowsPerPass) {
+      const int64_t b = std::min(r1, a + kRowsPerPass);
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
+        const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+        Acc* tap_acc = acc + tap * cog * plan_.ci_lanes;
+        for (int64_t r = a; r < b; ++r) {
+          const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+          const int64_t h = cpu::InputRow(p_, oh, kh);
+          const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
+          if (h < 0 || h >= p_.in_rows) {
+            PoisonNonFinite(dy, 0, p_.out_cols, ci1 - ci0, tap_acc);
+            continue;
+          }
+          PoisonNonFinite(dy, 0, cols.lo, ci1 - ci0, tap_acc);
+          PoisonNonFinite(dy, cols.hi, p_.out_cols, ci1 - ci0, tap_acc);
+          if (cols.hi <= cols.lo) continue;
+          o.x = dy + cols.lo * p_.out_depth;
+          o.channels = cols.hi - cols.lo;
+          const T* x = input_ +
+                       ((n * p_.in_rows + h) * p_.in_cols + cols.lo * p_.stride_cols - cols.shift) *
+                           p_.in_depth +
+                       g * cg + ci0;
+          cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / 16, 16, &o);
+        }
+      }
+    }
+  }
+
+  // Pixels [w0, w1) of an out_backprop row (dy at the group's first channel)
+  // whose tap reads padding: their products are zeros, which change no sum,
+  // except 0 * inf or 0 * NaN, which is NaN for every input channel.
+  void PoisonNonFinite(const T* dy, int64_t w0, int64_t w1, int64_t width, Acc* tap_acc) const {
+    const int64_t cog = p_.out_depth_per_group();
+    for (int64_t w = w0; w < w1; ++w) {
+      const T* pixel = dy + w * p_.out_depth;
+      for (int64_t co = 0; co < cog; ++co) {
+        if (!std::isfinite(static_cast<Acc>(pixel[co]))) {
+          std::fill(tap_acc + co * plan_.ci_lanes, tap_acc + co * plan_.ci_lanes + width,
+                    std::numeric_limits<Acc>::quiet_NaN());
+        }
       }
     }
   }

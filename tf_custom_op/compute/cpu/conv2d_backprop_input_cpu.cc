@@ -141,6 +141,7 @@ void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<
     typename Call::Operands o;
     o.pixel_stride = p.out_depth;
     Call::SetReduction(steps, Call::kValuesPerStep, &o);
+    Call::SetPackedStep(plan.block, &o);
     o.w_block_stride = packed_block;
     o.acc_stride = p.stride_cols * plan.row_length;
     o.run = tap.run;

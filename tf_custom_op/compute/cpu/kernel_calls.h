@@ -27,6 +27,8 @@ struct GenericKernelCall {
     o->channels = steps;
     o->channel_stride = stride;
   }
+  // Elements of the packed operand from one reduction step to the next.
+  static void SetPackedStep(int64_t step, Operands* o) { o->w_step = step; }
   void operator()(const Operands& o) const { kernel(o); }
 
   TapKernel<Acc> kernel;
@@ -45,6 +47,8 @@ struct Bf16PairKernelCall {
     o->pairs = steps;
     o->pair_stride = stride;
   }
+  // The pair layout's step is always 16 words (one per lane).
+  static void SetPackedStep(int64_t, Operands*) {}
   void operator()(const Operands& o) const { kernel(o); }
 
   Bf16PairKernel kernel;

@@ -20,8 +20,9 @@ using ::conv2d_transpose::Accumulator;
 // channel k) times a packed panel w of `blocks` channel blocks of `block`
 // lanes, summed into rows of accumulators:
 //   acc[row(i) + j*block + c] += sum_k x[xrow(i) + k*channel_stride] *
-//                                      w[j*w_block_stride + k*block + c]
-// for i < rows, j < blocks, c < block, k < channels in order. Rows come in
+//                                      w[j*w_block_stride + k*w_step + c]
+// for i < rows, j < blocks, c < block, k < channels in order (w_step is
+// block for a packed panel; larger where w is read in place). Rows come in
 // lines of `run`: row i is position i % run of line i / run, so
 //   xrow(i) = (i / run) * x_line_stride + (i % run) * pixel_stride,
 //   row(i) = (i / run) * acc_line_stride + (i % run) * acc_stride,
@@ -31,7 +32,7 @@ struct TapOperands {
   const Acc* x;
   int64_t pixel_stride, channel_stride, channels;
   const Acc* w;
-  int64_t w_block_stride, blocks;
+  int64_t w_step, w_block_stride, blocks;
   Acc* acc;
   int64_t acc_stride;
   int64_t rows, run, x_line_stride, acc_line_stride;

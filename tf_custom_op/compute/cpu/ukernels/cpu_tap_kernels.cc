@@ -129,11 +129,18 @@ __attribute__((always_inline)) inline void RowStarts(const Operands& o, int64_t 
   }
 }
 
+// w's step from one k to the next: kBlock in a packed panel (a constant the
+// compiler folds into the addressing), else o.w_step.
+template <int kBlock, bool kPacked, typename Acc>
+__attribute__((always_inline)) inline int64_t WStep(const TapOperands<Acc>& o) {
+  return kPacked ? kBlock : o.w_step;
+}
+
 // kRows rows x kBlocks blocks of accumulators held in registers across the
 // whole channel loop; each filter load is shared by the rows, each broadcast
 // by the blocks. Per element the sum runs over k in order. `w` and the
 // accumulators are those of the call's first block pair or single block.
-template <typename Acc, int kBlock, int kRows, int kBlocks>
+template <typename Acc, int kBlock, int kRows, int kBlocks, bool kPacked>
 __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64_t first,
                                                 const Acc* w, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
@@ -148,11 +155,11 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
       a[r][c] = Load<V>(acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
   }
-  const int64_t cs = o.channel_stride;
+  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o);
   for (int64_t k = 0; k < o.channels; ++k) {
     V wk[kCols];
     for (int c = 0; c < kCols; ++c) {
-      wk[c] = Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
+      wk[c] = Load<V>(w + k * ws + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
     }
     for (int r = 0; r < kRows; ++r) {
       const V xr = Splat<V>(x[r][k * cs]);
@@ -168,7 +175,7 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
 
 // One row: four partial sums over the channels keep four chains in flight;
 // they are added in a fixed order.
-template <typename Acc, int kBlock, int kBlocks>
+template <typename Acc, int kBlock, int kBlocks, bool kPacked>
 __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int64_t row,
                                                   const Acc* w, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
@@ -178,7 +185,7 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
   Acc* accs[1];
   RowStarts(o, row, xs, accs);
   const Acc* x = xs[0];
-  const int64_t cs = o.channel_stride, wbs = o.w_block_stride;
+  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o), wbs = o.w_block_stride;
   V p[4][kCols];
   for (int q = 0; q < 4; ++q) {
     for (int c = 0; c < kCols; ++c) p[q][c] = Splat<V>(Acc(0));
@@ -188,14 +195,14 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
     for (int q = 0; q < 4; ++q) {
       const V xq = Splat<V>(x[(k + q) * cs]);
       for (int c = 0; c < kCols; ++c) {
-        p[q][c] += xq * Load<V>(w + (k + q) * kBlock + ColumnOffset<kBlock, kLanes>(c, wbs));
+        p[q][c] += xq * Load<V>(w + (k + q) * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
       }
     }
   }
   for (; k < o.channels; ++k) {
     const V xk = Splat<V>(x[k * cs]);
     for (int c = 0; c < kCols; ++c) {
-      p[0][c] += xk * Load<V>(w + k * kBlock + ColumnOffset<kBlock, kLanes>(c, wbs));
+      p[0][c] += xk * Load<V>(w + k * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
     }
   }
   for (int c = 0; c < kCols; ++c) {
@@ -206,42 +213,51 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
 
 // Every row of the call for one block pair (or single block): tiles of
 // kBigRows rows, then 4, then 3 or 2, then single rows.
-template <typename Acc, int kBlock, int kBlocks>
+template <typename Acc, int kBlock, int kBlocks, bool kPacked>
 __attribute__((always_inline)) inline void Rows(const TapOperands<Acc>& o, const Acc* w,
                                                 int64_t acc_offset) {
   int64_t r = 0;
   for (; r + kBigRows <= o.rows; r += kBigRows) {
-    Tile<Acc, kBlock, kBigRows, kBlocks>(o, r, w, acc_offset);
+    Tile<Acc, kBlock, kBigRows, kBlocks, kPacked>(o, r, w, acc_offset);
   }
   if constexpr (kBigRows > 4) {
     if (r + 4 <= o.rows) {
-      Tile<Acc, kBlock, 4, kBlocks>(o, r, w, acc_offset);
+      Tile<Acc, kBlock, 4, kBlocks, kPacked>(o, r, w, acc_offset);
       r += 4;
     }
   }
   if constexpr (kBigRows > 3) {
     if (r + 3 <= o.rows) {
-      Tile<Acc, kBlock, 3, kBlocks>(o, r, w, acc_offset);
+      Tile<Acc, kBlock, 3, kBlocks, kPacked>(o, r, w, acc_offset);
       r += 3;
     }
   }
   if (r + 2 <= o.rows) {
-    Tile<Acc, kBlock, 2, kBlocks>(o, r, w, acc_offset);
+    Tile<Acc, kBlock, 2, kBlocks, kPacked>(o, r, w, acc_offset);
     r += 2;
   }
-  for (; r < o.rows; ++r) OneRow<Acc, kBlock, kBlocks>(o, r, w, acc_offset);
+  for (; r < o.rows; ++r) OneRow<Acc, kBlock, kBlocks, kPacked>(o, r, w, acc_offset);
+}
+
+template <typename Acc, int kBlock, bool kPacked>
+void AccumulateBlocks(const TapOperands<Acc>& o) {
+  int64_t j = 0;
+  if constexpr (kBlockPairs) {
+    for (; j + 2 <= o.blocks; j += 2) {
+      Rows<Acc, kBlock, 2, kPacked>(o, o.w + j * o.w_block_stride, j * kBlock);
+    }
+  }
+  for (; j < o.blocks; ++j) {
+    Rows<Acc, kBlock, 1, kPacked>(o, o.w + j * o.w_block_stride, j * kBlock);
+  }
 }
 
 template <typename Acc, int kBlock>
 void AccumulateTap(const TapOperands<Acc>& o) {
-  int64_t j = 0;
-  if constexpr (kBlockPairs) {
-    for (; j + 2 <= o.blocks; j += 2) {
-      Rows<Acc, kBlock, 2>(o, o.w + j * o.w_block_stride, j * kBlock);
-    }
-  }
-  for (; j < o.blocks; ++j) {
-    Rows<Acc, kBlock, 1>(o, o.w + j * o.w_block_stride, j * kBlock);
+  if (o.w_step == kBlock) {
+    AccumulateBlocks<Acc, kBlock, true>(o);
+  } else {
+    AccumulateBlocks<Acc, kBlock, false>(o);
   }
 }
 
