@@ -190,6 +190,37 @@ def test_larger_layer_uses_every_tile_path(data_format, dtype):
     )
 
 
+@pytest.mark.parametrize(
+    "in_rows, in_cols, in_depth, kernel, padding",
+    [
+        (64, 64, 12, 2, "SAME"),  # ENet's 16->12 layer, smaller
+        (32, 48, 20, 2, "SAME"),  # ESPNet's 20 channels
+        (9, 11, 8, 1, "VALID"),  # 1x1, stride 1
+        (13, 17, 4, 3, "VALID"),  # rows and columns no stride phase reaches
+    ],
+    ids=["enet", "espnet", "1x1", "leftovers"],
+)
+def test_kernel_equal_to_stride_writes_rows_directly(in_rows, in_cols, in_depth, kernel, padding):
+    """float32, NHWC, kernel = stride: the phase-rows path (each output pixel
+    has one tap). Against the reference and the built-in."""
+    config = Conv2DTransposeConfig(
+        batch=2,
+        in_rows=in_rows,
+        in_cols=in_cols,
+        in_depth=in_depth,
+        out_depth=16,
+        filter_rows=kernel,
+        filter_cols=kernel,
+        stride=(kernel, kernel),
+        padding=padding,
+    )
+    filters, out_backprop = random_inputs(config, tf.float32, seed=3)
+    ours = run_plugin(config, filters, out_backprop)
+    assert_close_to_reference(config, filters, out_backprop, ours)
+    builtin = run_builtin(config, filters, out_backprop)
+    np.testing.assert_allclose(ours.numpy(), builtin.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_empty_shapes_give_zeros_or_empty():
     empty_dy = t2d.raw_ops.conv2d_backprop_input(
         input_sizes=[2, 3, 3, 4],

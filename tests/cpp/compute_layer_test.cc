@@ -466,6 +466,45 @@ int main(int argc, char** argv) {
     ++accepted;
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
+  // Kernel = stride, NHWC, one group (the float input gradient's phase-rows
+  // path where the stride's run of channels splits into 4-lane blocks):
+  // VALID with leftover rows and columns, SAME, explicit trailing padding.
+  for (int i = 0; i < 80; ++i) {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    const int64_t sh = Uniform(1, 3), sw = Uniform(1, 3);
+    attrs.strides = {1, sh, sw, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    const int64_t pick = Uniform(0, 2);
+    attrs.padding = pick == 0   ? ct::Padding::kValid
+                    : pick == 1 ? ct::Padding::kSame
+                                : ct::Padding::kExplicit;
+    if (attrs.padding == ct::Padding::kExplicit) {
+      attrs.explicit_paddings = {0, 0, 0, Uniform(0, 2), 0, Uniform(0, 2), 0, 0};
+    }
+    const int64_t cin = Uniform(1, 40), cout = Uniform(1, 40);
+    const int64_t rows = Uniform(sh, 12), cols = Uniform(sw, 40);
+    const int64_t pb = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[3] : 0;
+    const int64_t pr = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[5] : 0;
+    int64_t out_rows, out_cols, unused0, unused1;
+    if (!ct::WindowedOutputSize(rows, sh, 1, sh, attrs.padding, 0, pb, &out_rows, &unused0,
+                                &unused1)
+             .ok() ||
+        !ct::WindowedOutputSize(cols, sw, 1, sw, attrs.padding, 0, pr, &out_cols, &unused0,
+                                &unused1)
+             .ok()) {
+      continue;
+    }
+    const int64_t batch = Uniform(0, 2);
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, {batch, rows, cols, cin}, {sh, sw, cin, cout},
+                                {batch, out_rows, out_cols, cout}, &p)
+             .ok()) {
+      std::printf("kernel = stride problem rejected\n");
+      return 1;
+    }
+    (RunOne<float>(p, 1e-6, false) ? passed : failed)++;
+  }
   // float filter gradients with input channels in whole 16-lane blocks per
   // NHWC group (the in-place path), plain and with infinities and NaNs in
   // out_backprop.

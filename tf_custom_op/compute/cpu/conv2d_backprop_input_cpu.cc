@@ -421,6 +421,57 @@ class BackpropInputTask {
   const cpu::DepthwiseInputKernel<Acc> depthwise_kernel_;
 };
 
+// kPhaseRows (plan.h). The filter as packed[kh][block][co][lane], lane
+// b * block + c of filter row kh being (kw, ci) = divmod(b * block + c,
+// in_depth): filter[kh][kw][ci][co].
+void PackPhaseFilter(const ConvProblem& p, const CpuInputPlan& plan, const float* filter,
+                     float* packed) {
+  const int64_t cog = p.out_depth, run = p.stride_cols * p.in_depth;
+  for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+    for (int64_t lane = 0; lane < run; ++lane) {
+      const float* src = filter + (kh * run + lane) * cog;  // [kh][kw][ci] is kh * run + lane
+      float* dst =
+          packed + (kh * plan.blocks + lane / plan.block) * cog * plan.block + lane % plan.block;
+      for (int64_t co = 0; co < cog; ++co) dst[co * plan.block] = src[co];
+    }
+  }
+}
+
+// Out_backprop rows [begin, end) (image-major): each one's stride_rows output
+// rows, zeroed and then summed into by one micro-kernel call per filter row
+// whose rows are the out_backprop row's pixels, read where they lie. Output
+// rows and columns past the last stride phase get no tap and stay zero.
+void PhaseRows(const ConvProblem& p, const CpuInputPlan& plan, const float* packed,
+               const float* out_backprop, float* in_backprop, cpu::TapKernel<float> kernel,
+               int64_t begin, int64_t end) {
+  const int64_t run = p.stride_cols * p.in_depth, row = p.in_cols * p.in_depth;
+  cpu::TapOperands<float> o;
+  o.pixel_stride = p.out_depth;
+  cpu::GenericKernelCall<float>::SetReduction(p.out_depth, 1, &o);
+  o.w_step = plan.block;
+  o.w_block_stride = p.out_depth * plan.block;
+  o.acc_stride = run;
+  o.rows = p.out_cols;
+  o.run = p.out_cols;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+    o.x = out_backprop + r * p.out_cols * p.out_depth;
+    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+      float* dst = in_backprop + (n * p.in_rows + oh * p.stride_rows + kh) * row;
+      std::fill(dst, dst + row, 0.0f);
+      cpu::CallOverBlocks(cpu::GenericKernelCall<float>{kernel},
+                          packed + kh * plan.blocks * p.out_depth * plan.block, dst, plan.blocks,
+                          plan.block, &o);
+    }
+    if (oh == p.out_rows - 1) {  // rows no phase reaches
+      float* first = in_backprop + (n * p.in_rows + p.out_rows * p.stride_rows) * row;
+      std::fill(first, in_backprop + (n + 1) * p.in_rows * row, 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -437,6 +488,19 @@ void Conv2DBackpropInputCpu(const ConvProblem& p, const T* filter, const T* out_
   if (plan.path == Path::kZeros) {
     std::fill(in_backprop, in_backprop + p.input_elements(), T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (plan.path == Path::kPhaseRows) {
+      float* packed = static_cast<float*>(workspace);
+      PackPhaseFilter(p, plan, filter, packed);
+      const cpu::TapKernel<float> kernel = cpu::SelectTapKernel<float>(plan.block);
+      const int64_t cost =
+          2 * p.filter_rows * p.out_cols * p.stride_cols * p.in_depth * p.out_depth;
+      parallel_for(p.batch * p.out_rows, cost, [&](int64_t begin, int64_t end) {
+        PhaseRows(p, plan, packed, out_backprop, in_backprop, kernel, begin, end);
+      });
+      return;
+    }
   }
   PackFilter<T, Acc>(p, plan, filter, workspace);
   const BackpropInputTask<T, Acc> task(p, plan, workspace, out_backprop, in_backprop);
