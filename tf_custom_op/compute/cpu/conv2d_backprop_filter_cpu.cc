@@ -458,7 +458,7 @@ class BackpropFilterTask {
     o.pixel_stride = 1;
     cpu::GenericKernelCall<Acc>::SetReduction(0, p_.out_depth, &o);
     o.w_step = p_.in_depth * p_.stride_cols;
-    o.w_block_stride = 16;
+    o.w_block_stride = plan_.block;
     o.acc_stride = plan_.ci_lanes;
     o.rows = cog;
     o.run = cog;
@@ -485,11 +485,11 @@ class BackpropFilterTask {
           if (cols.hi <= cols.lo) continue;
           o.x = dy + cols.lo * p_.out_depth;
           o.channels = cols.hi - cols.lo;
-          const T* x = input_ +
-                       ((n * p_.in_rows + h) * p_.in_cols + cols.lo * p_.stride_cols - cols.shift) *
-                           p_.in_depth +
-                       g * cg + ci0;
-          cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / 16, 16, &o);
+          const T* x =
+              input_ +
+              ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
+              g * cg + ci0;
+          cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / plan_.block, plan_.block, &o);
         }
       }
     }

@@ -114,9 +114,9 @@ struct CpuInputPlan {
 };
 
 // kPhaseRows (float, NHWC, one group, kernel = stride in both directions, no
-// dilation, no tap reading padding): an out_backprop row's pixels each feed a run of
-// stride_cols * in_depth output values per filter row, side by side in the
-// output row, so one micro-kernel call per (out_backprop row, filter row)
+// dilation, no tap reading padding): an out_backprop row's pixels each feed a
+// run of stride_cols * in_depth output values per filter row, side by side in
+// the output row, so one micro-kernel call per (out_backprop row, filter row)
 // sums straight into the output with lanes = that run: no tile, no padded
 // lanes, no store pass. Only where in_depth is not a multiple of 16, whose
 // tiles pad lanes and need a store pass (ENet's 12 channels: 0.67x the time,
@@ -160,6 +160,7 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   const bool amx_pairs = std::is_same_v<T, Eigen::bfloat16> && isa.amx && cog % 2 == 0 &&
                          !IsDepthwise(p, DepthwiseLayout::kAnyLayout);
   const int64_t scatter_columns = p.filter_rows * p.filter_cols * cg;
+  const int64_t phase_rows_block = PhaseRowsBlock<T>(p);
   const bool scatter =
       amx_pairs && p.groups == 1 && p.nhwc() && cg < 16 && scatter_columns <= kMaxScatterColumns;
   plan.block = amx_pairs && !scatter ? 16 : BlockWidth<Acc>(cg);
@@ -192,9 +193,9 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kDepthwise;
   } else if (scatter) {
     plan.path = Path::kScatterPairs;
-  } else if (PhaseRowsBlock<T>(p) != 0) {
+  } else if (phase_rows_block != 0) {
     plan.path = Path::kPhaseRows;
-    plan.block = PhaseRowsBlock<T>(p);
+    plan.block = phase_rows_block;
     plan.blocks = p.stride_cols * cg / plan.block;
     plan.workspace_bytes = CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.filter_elements()});
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16 &&
