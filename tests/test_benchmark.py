@@ -73,6 +73,18 @@ def test_slow_kinds_are_timed_once():
     assert ops["plugin"].calls == 7 and len(times["plugin"]) == 5
 
 
+def test_timing_requires_synchronous_execution():
+    # Calls are timed until they return, which is when their result exists
+    # only while eager execution is synchronous.
+    benchmark.require_synchronous()
+    tf.config.experimental.set_synchronous_execution(False)
+    try:
+        with pytest.raises(RuntimeError, match="asynchronous"):
+            benchmark._time_kinds({"plugin": _FakeOp(0.0)}, None, None, None, {}, repeats=1)
+    finally:
+        tf.config.experimental.set_synchronous_execution(True)
+
+
 def test_roofline_arithmetic():
     # FCN-16 9x11: dy 1x9x11x21, filter 4x4x21x21, dx 1x18x22x21, float32.
     config = dict((name, c) for name, c, _ in benchmark.SHAPES)["FCN-16 9x11 K4 s2 21->21"]
