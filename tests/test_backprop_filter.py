@@ -140,16 +140,54 @@ def test_float32_in_place_path(groups, stride, dilation):
         padding="SAME",
         groups=groups,
     )
-    x, out_backprop = random_problem(config, tf.float32, seed=11)
+    _check_against_reference_builtin_and_non_finite(config, seed=11)
+
+
+@pytest.mark.parametrize(
+    "in_depth, out_depth, kernel, stride, padding",
+    [
+        (12, 16, 2, 2, "SAME"),  # ENet's 256x256 layer: kernel = stride
+        (20, 20, 2, 2, "SAME"),  # ESPNet: a 16-lane block and a 4-lane tail
+        (3, 64, 5, 2, "SAME"),  # DCGAN's last layer: edges on both sides
+        (5, 12, 3, 1, "VALID"),  # an 8-lane block and a 4-lane tail
+        (7, 8, 4, 3, "SAME"),
+    ],
+)
+def test_float32_taps_in_place_path(in_depth, out_depth, kernel, stride, padding):
+    """float32 NHWC, one group, few input channels, out channels in whole
+    4-lane blocks: every tap of a filter row read where it lies in the input
+    row. Against the reference and the built-in, and with infinities and a
+    NaN in out_backprop where taps read padding."""
+    config = Conv2DTransposeConfig(
+        batch=2,
+        in_rows=17,
+        in_cols=38,
+        in_depth=in_depth,
+        out_depth=out_depth,
+        filter_rows=kernel,
+        filter_cols=kernel,
+        stride=(stride, stride),
+        padding=padding,
+    )
+    _check_against_reference_builtin_and_non_finite(config, seed=12)
+
+
+def _check_against_reference_builtin_and_non_finite(config: Conv2DTransposeConfig, seed: int):
+    """The float32 filter gradient of a random problem against the reference
+    and the built-in; then with an infinity in a corner pixel, one on the
+    bottom row and a NaN at the right edge of out_backprop: NaN, inf and
+    finite exactly where the float64 reference has them."""
+    x, out_backprop = random_problem(config, tf.float32, seed=seed)
     ours = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
     assert_filter_grad_close_to_reference(config, x, out_backprop, ours)
     builtin = run(tf.raw_ops.Conv2DBackpropFilter, config, x, out_backprop)
     np.testing.assert_allclose(ours.numpy(), builtin.numpy(), rtol=1e-4, atol=1e-4)
 
     dy = out_backprop.numpy()
-    dy[0, 0, 0, 3] = np.inf  # corner: several taps read padding
-    dy[1, -1, 5, 7] = -np.inf  # bottom edge
-    dy[0, 4, -1, 9] = np.nan  # right edge
+    depth = dy.shape[-1]
+    dy[0, 0, 0, 3 % depth] = np.inf  # corner: several taps read padding
+    dy[1, -1, 5, 7 % depth] = -np.inf  # bottom edge
+    dy[0, 4, -1, 9 % depth] = np.nan  # right edge
     x64 = x.numpy().astype(np.float64)
     expected = testing.reference_conv2d_backprop_filter(config, x64, dy.astype(np.float64))
     got = run(t2d.raw_ops.conv2d_backprop_filter, config, x, tf.constant(dy)).numpy()

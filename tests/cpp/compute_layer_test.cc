@@ -6,6 +6,7 @@
 // rejected by the validation without undefined behaviour.
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/plan.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
@@ -193,27 +195,15 @@ ct::ConvAttrs RandomValidAttrs(bool nchw) {
   return attrs;
 }
 
-// Builds a consistent random problem by computing out_backprop's size. With
-// `block_cg` the problem is NHWC, not depthwise, with block_cg input channels
-// per group and wider rows.
-bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
-  const bool nchw = block_cg == 0 && Uniform(0, 1) == 1;
-  const ct::ConvAttrs attrs = RandomValidAttrs(nchw);
-  // One problem in four has wide channel counts, so that both kernels reach
-  // their two-block register tiles with 16-lane blocks (and padded tails);
-  // one in eight is depthwise (one channel per group, many groups).
-  const int kind = block_cg != 0 ? Uniform(0, 1) : Uniform(0, 7);
-  const bool wide = kind < 2, depthwise = kind == 2;
-  const int64_t groups = depthwise ? Uniform(2, 40) : Uniform(1, 3);
-  const int64_t cg = block_cg != 0 ? block_cg
-                     : depthwise   ? 1
-                     : wide        ? Uniform(17, 40)
-                                   : Uniform(1, 20);
-  const int64_t cog = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 6);
-  // (The in-place filter path wants out_backprop rows of 16 pixels or more.)
-  const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9);
-  const int64_t cols = block_cg != 0 ? Uniform(8, 60) : Uniform(0, 12);
-  const int64_t kh = Uniform(0, 4), kw = Uniform(1, 4);
+// The problem of `attrs` on an input of {batch, rows, cols} and a filter of
+// {kh, kw} with cg input and cog output channels per group, out_backprop's
+// size computed; false where the window does not fit.
+bool ProblemFor(const ct::ConvAttrs& attrs, const std::array<int64_t, 3>& image,
+                const std::array<int64_t, 2>& kernel, int64_t groups, int64_t cg, int64_t cog,
+                ct::ConvProblem* p) {
+  const bool nchw = attrs.data_format == ct::DataFormat::kNCHW;
+  const auto [batch, rows, cols] = image;
+  const auto [kh, kw] = kernel;
   const int h = nchw ? 2 : 1, w = nchw ? 3 : 2;
   int64_t out_rows, out_cols, unused0, unused1;
   const int64_t pt = attrs.padding == ct::Padding::kExplicit ? attrs.explicit_paddings[2 * h] : 0;
@@ -242,6 +232,43 @@ bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
     std::exit(1);
   }
   return true;
+}
+
+// Builds a consistent random problem by computing out_backprop's size. With
+// `block_cg` the problem is NHWC, not depthwise, with block_cg input channels
+// per group and wider rows.
+bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
+  const bool nchw = block_cg == 0 && Uniform(0, 1) == 1;
+  const ct::ConvAttrs attrs = RandomValidAttrs(nchw);
+  // One problem in four has wide channel counts, so that both kernels reach
+  // their two-block register tiles with 16-lane blocks (and padded tails);
+  // one in eight is depthwise (one channel per group, many groups).
+  const int kind = block_cg != 0 ? Uniform(0, 1) : Uniform(0, 7);
+  const bool wide = kind < 2, depthwise = kind == 2;
+  const int64_t groups = depthwise ? Uniform(2, 40) : Uniform(1, 3);
+  const int64_t cg = block_cg != 0 ? block_cg
+                     : depthwise   ? 1
+                     : wide        ? Uniform(17, 40)
+                                   : Uniform(1, 20);
+  const int64_t cog = depthwise ? 1 : wide ? Uniform(17, 40) : Uniform(1, 6);
+  // (The in-place filter path wants out_backprop rows of 16 pixels or more.)
+  const int64_t batch = Uniform(0, 2), rows = Uniform(0, 9);
+  const int64_t cols = block_cg != 0 ? Uniform(8, 60) : Uniform(0, 12);
+  const int64_t kh = Uniform(0, 4), kw = Uniform(1, 4);
+  return ProblemFor(attrs, {batch, rows, cols}, {kh, kw}, groups, cg, cog, p);
+}
+
+// The filter gradient's taps-in-place path (float, NHWC, one group,
+// undilated columns, few input channels, out channels in whole 4-lane
+// blocks): rows of up to 40 pixels, so that both edges and the pixels
+// between them come up, with any padding.
+bool TapsInPlaceProblem(ct::ConvProblem* p) {
+  ct::ConvAttrs attrs = RandomValidAttrs(false);
+  attrs.dilations[2] = 1;
+  const int64_t kh = Uniform(1, 4), kw = Uniform(1, 5);
+  const int64_t cg = Uniform(1, std::min<int64_t>(31, 512 / (kh * kw)));
+  return ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 8), Uniform(1, 40)}, {kh, kw}, 1, cg,
+                    4 * Uniform(1, 11), p);
 }
 
 // Random malformed calls of both ops' validation (and of ComputeConvProblem
@@ -514,6 +541,21 @@ int main(int argc, char** argv) {
     (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
     (RunNonFiniteFilter(p) ? passed : failed)++;
   }
+  // float filter gradients of the taps-in-place shape, plain and with
+  // infinities and NaNs in out_backprop; each one with elements must take
+  // that path under the chosen instruction set.
+  int taps_in_place = 0, nonempty = 0;
+  for (int i = 0; i < 80; ++i) {
+    ct::ConvProblem p;
+    if (!TapsInPlaceProblem(&p)) continue;
+    nonempty += p.input_elements() != 0 && p.out_backprop_elements() != 0;
+    taps_in_place +=
+        ct::cpu::PlanCpuBackpropFilter<float>(p, ct::cpu::IsaFacts::Chosen()).taps_in_place;
+    (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
+    (RunNonFiniteFilter(p) ? passed : failed)++;
+  }
+  std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
+  (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
   {
     ct::ConvAttrs attrs;
     attrs.data_format = ct::DataFormat::kNHWC;

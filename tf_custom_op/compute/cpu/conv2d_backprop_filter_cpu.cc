@@ -8,6 +8,10 @@
 // pixels by the same register-blocked micro-kernel as Conv2DBackpropInput.
 // With few input channels every tap is gathered into one panel and the
 // product's rows are (tap, ci): one call for all taps (plan.h's all_taps).
+// In float two layouts need no panels at all (plan.h): input channels in
+// whole 16-lane blocks (in_place, the product turned around), and the
+// all-taps shape with out channels in whole blocks (taps_in_place, a filter
+// row's taps read as one run of the input row).
 //
 // The batch * out_rows rows of the reduction are split into slices whose
 // number depends on the problem alone (plan.h). Each task sums its rows of
@@ -387,7 +391,7 @@ class BackpropFilterTask {
     if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
-    } else if (!plan_.in_place) {
+    } else if (!plan_.in_place && !plan_.taps_in_place) {
       s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     }
@@ -424,6 +428,10 @@ class BackpropFilterTask {
     if constexpr (std::is_same_v<T, float>) {
       if (plan_.in_place) {
         AccumulateInPlace(slice * rows / plan_.slices, row_end, g, ci0, ci1, acc + ci0);
+        return;
+      }
+      if (plan_.taps_in_place) {
+        AccumulateTapsInPlace(slice * rows / plan_.slices, row_end, acc, &s->x);
         return;
       }
     }
@@ -476,12 +484,13 @@ class BackpropFilterTask {
           const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
           const int64_t h = cpu::InputRow(p_, oh, kh);
           const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
+          const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, ci1 - ci0};
           if (h < 0 || h >= p_.in_rows) {
-            PoisonNonFinite(dy, 0, p_.out_cols, ci1 - ci0, tap_acc);
+            PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
             continue;
           }
-          PoisonNonFinite(dy, 0, cols.lo, ci1 - ci0, tap_acc);
-          PoisonNonFinite(dy, cols.hi, p_.out_cols, ci1 - ci0, tap_acc);
+          PoisonNonFinite(dy, 0, cols.lo, poisoned);
+          PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
           if (cols.hi <= cols.lo) continue;
           o.x = dy + cols.lo * p_.out_depth;
           o.channels = cols.hi - cols.lo;
@@ -495,17 +504,99 @@ class BackpropFilterTask {
     }
   }
 
+  // The taps in place (plan.h): rows [r0, r1) of out_backprop (one group)
+  // into acc[tap][ci][co]. Per out_backprop row and filter row, one call for
+  // the pixels [lo, hi) whose taps all read inside the input row, then one
+  // for the pixels before lo and one for those from hi, whose few runs are
+  // copied into `edges` with zeros where a tap reads padding (0 * dy: NaN
+  // where dy is not finite, as the definition has it). Each element's terms
+  // come in that order, row after row.
+  void AccumulateTapsInPlace(int64_t r0, int64_t r1, Acc* acc, std::vector<Acc>* edges) const {
+    const int64_t cin = p_.in_depth, cog = p_.out_depth, run = p_.filter_cols * cin;
+    const cpu::InsideColumns first = cpu::InsideColumnsFor(p_, 0);
+    const cpu::InsideColumns last = cpu::InsideColumnsFor(p_, p_.filter_cols - 1);
+    const int64_t lo = std::max(first.lo, last.lo);
+    const int64_t hi = std::max(lo, std::min(first.hi, last.hi));
+    edges->resize(static_cast<size_t>((lo + p_.out_cols - hi) * run));
+    Acc* const right = edges->data() + lo * run;
+    cpu::TapOperands<Acc> o;
+    o.pixel_stride = 1;
+    o.w_step = cog;
+    o.acc_stride = cog;
+    o.rows = run;
+    o.run = run;
+    o.x_line_stride = 0;
+    o.acc_line_stride = 0;
+    const cpu::GenericKernelCall<Acc> call{tap_kernel_};
+    const cpu::GenericKernelCall<Acc> tail_call{cpu::SelectTapKernel<Acc>(plan_.tail_block)};
+    const int64_t whole = plan_.blocks * plan_.block;  // out channels in `block`s
+    // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart.
+    const auto reduce = [&](const T* dy, const Acc* x, int64_t stride, int64_t w0, int64_t w1,
+                            Acc* row_acc) {
+      if (w1 <= w0) return;
+      o.x = x;
+      cpu::GenericKernelCall<Acc>::SetReduction(w1 - w0, stride, &o);
+      o.w_block_stride = plan_.block;
+      cpu::CallOverBlocks(call, dy + w0 * cog, row_acc, plan_.blocks, plan_.block, &o);
+      o.w_block_stride = plan_.tail_block;
+      cpu::CallOverBlocks(tail_call, dy + w0 * cog + whole, row_acc + whole, plan_.tail_blocks,
+                          plan_.tail_block, &o);
+    };
+    // The runs of pixels [w0, w1) of input row x into dst, zero where a tap
+    // reads padding.
+    const auto copy_edge = [&](const T* x, int64_t w0, int64_t w1, Acc* dst) {
+      for (int64_t ow = w0; ow < w1; ++ow) {
+        for (int64_t kw = 0; kw < p_.filter_cols; ++kw, dst += cin) {
+          const int64_t col = cpu::InputCol(p_, ow, kw);
+          if (col < 0 || col >= p_.in_cols) {
+            std::fill_n(dst, cin, Acc(0));
+          } else {
+            std::copy_n(x + col * cin, cin, dst);
+          }
+        }
+      }
+    };
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+      const T* dy = out_backprop_ + r * p_.out_cols * cog;
+      for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+        const int64_t h = cpu::InputRow(p_, oh, kh);
+        Acc* row_acc = acc + kh * run * cog;
+        if (h < 0 || h >= p_.in_rows) {
+          PoisonNonFinite(dy, 0, p_.out_cols, {row_acc, 1, cog, run});
+          continue;
+        }
+        const T* x = input_ + (n * p_.in_rows + h) * p_.in_cols * cin;
+        copy_edge(x, 0, lo, edges->data());
+        copy_edge(x, hi, p_.out_cols, right);
+        reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, lo, hi, row_acc);
+        reduce(dy, edges->data(), run, 0, lo, row_acc);
+        reduce(dy, right, run, hi, p_.out_cols, row_acc);
+      }
+    }
+  }
+
+  // The partial sums of one out channel co: `count` values from at +
+  // co * co_stride, `stride` apart.
+  struct Poisoned {
+    Acc* at;
+    int64_t co_stride, stride, count;
+  };
+
   // Pixels [w0, w1) of an out_backprop row (dy at the group's first channel)
   // whose tap reads padding: their products are zeros, which change no sum,
-  // except 0 * inf or 0 * NaN, which is NaN for every input channel.
-  void PoisonNonFinite(const T* dy, int64_t w0, int64_t w1, int64_t width, Acc* tap_acc) const {
+  // except 0 * inf or 0 * NaN, which is NaN for every input channel `sums`
+  // holds.
+  void PoisonNonFinite(const T* dy, int64_t w0, int64_t w1, const Poisoned& sums) const {
     const int64_t cog = p_.out_depth_per_group();
     for (int64_t w = w0; w < w1; ++w) {
       const T* pixel = dy + w * p_.out_depth;
       for (int64_t co = 0; co < cog; ++co) {
         if (!std::isfinite(static_cast<Acc>(pixel[co]))) {
-          std::fill(tap_acc + co * plan_.ci_lanes, tap_acc + co * plan_.ci_lanes + width,
-                    std::numeric_limits<Acc>::quiet_NaN());
+          Acc* at = sums.at + co * sums.co_stride;
+          for (int64_t i = 0; i < sums.count; ++i) {
+            at[i * sums.stride] = std::numeric_limits<Acc>::quiet_NaN();
+          }
         }
       }
     }

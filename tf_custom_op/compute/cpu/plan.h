@@ -279,6 +279,17 @@ struct CpuFilterPlan {
   // value is not finite (0 * inf is NaN). Against the panels (compute_bench,
   // float32): groups4 0.58x the time, stride 1 0.80x, ENet 64x64 0.74x.
   bool in_place;
+  // float under all_taps with the group's out channels in whole blocks of
+  // `block` and then of tail_block (4 or 8; lanes == cog, tail_blocks of
+  // them): no panels either, the product not turned. A call's rows
+  // are a filter row's (kw, ci), read where they lie in the input row (one
+  // run per out_backprop pixel, the next pixel stride_cols * in_depth on),
+  // its blocks out_backprop's channels, also read in place, its reduction
+  // the pixels of one out_backprop row whose taps all read inside the input;
+  // the few pixels at the edges take a call per tap. Partial sums as under
+  // all_taps ([tap][ci][co], so a single slice is the output itself).
+  bool taps_in_place;
+  int64_t tail_block, tail_blocks;
   // The partial sums, in the accumulation type (0 when direct or empty).
   int64_t workspace_bytes;
 
@@ -341,6 +352,14 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.co_rows = isa.amx && !plan.all_taps;
   } else {
     plan.path = Path::kGeneric;
+  }
+  const int64_t tail = cog % plan.block;
+  plan.tail_block = tail % 8 == 0 ? 8 : tail % 4 == 0 ? 4 : 0;
+  plan.taps_in_place = std::is_same_v<T, float> && plan.all_taps && plan.tail_block != 0;
+  if (plan.taps_in_place) {
+    plan.tail_blocks = tail / plan.tail_block;
+    plan.blocks = cog / plan.block;
+    plan.lanes = cog;
   }
   if (plan.in_place) {
     plan.co_rows = true;
