@@ -505,53 +505,57 @@ class BackpropFilterTask {
   }
 
   // The taps in place (plan.h): rows [r0, r1) of out_backprop (one group)
-  // into acc[tap][ci][co]. Per out_backprop row and filter row, one call for
-  // the pixels [lo, hi) whose taps all read inside the input row, then one
+  // into acc[tap][ci][co]. Per out_backprop row, the filter rows whose input
+  // row lies inside (kh in [k0, k1)) are the lines of one call for the
+  // pixels [lo, hi) whose taps all read inside the input row, then of one
   // for the pixels before lo and one for those from hi, whose few runs are
-  // copied into `edges` with zeros where a tap reads padding (0 * dy: NaN
-  // where dy is not finite, as the definition has it). Each element's terms
-  // come in that order, row after row.
+  // copied into `edges` ([pixel][kh][kw][ci]) with zeros where a tap reads
+  // padding (0 * dy: NaN where dy is not finite, as the definition has it).
+  // Each element's terms come in that order, row after row.
   void AccumulateTapsInPlace(int64_t r0, int64_t r1, Acc* acc, std::vector<Acc>* edges) const {
     const int64_t cin = p_.in_depth, cog = p_.out_depth, run = p_.filter_cols * cin;
     const cpu::InsideColumns first = cpu::InsideColumnsFor(p_, 0);
     const cpu::InsideColumns last = cpu::InsideColumnsFor(p_, p_.filter_cols - 1);
     const int64_t lo = std::max(first.lo, last.lo);
     const int64_t hi = std::max(lo, std::min(first.hi, last.hi));
-    edges->resize(static_cast<size_t>((lo + p_.out_cols - hi) * run));
-    Acc* const right = edges->data() + lo * run;
+    const int64_t tap_row = run * cog;  // a filter row's sums
+    edges->resize(static_cast<size_t>((lo + p_.out_cols - hi) * p_.filter_rows * run));
     cpu::TapOperands<Acc> o;
     o.pixel_stride = 1;
     o.w_step = cog;
     o.acc_stride = cog;
-    o.rows = run;
     o.run = run;
-    o.x_line_stride = 0;
-    o.acc_line_stride = 0;
+    o.acc_line_stride = tap_row;
     const cpu::GenericKernelCall<Acc> call{tap_kernel_};
     const cpu::GenericKernelCall<Acc> tail_call{cpu::SelectTapKernel<Acc>(plan_.tail_block)};
     const int64_t whole = plan_.blocks * plan_.block;  // out channels in `block`s
-    // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart.
-    const auto reduce = [&](const T* dy, const Acc* x, int64_t stride, int64_t w0, int64_t w1,
-                            Acc* row_acc) {
+    // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart, the
+    // filter rows' `line` apart.
+    const auto reduce = [&](const T* dy, const Acc* x, int64_t stride, int64_t line, int64_t w0,
+                            int64_t w1, Acc* rows_acc) {
       if (w1 <= w0) return;
       o.x = x;
+      o.x_line_stride = line;
       cpu::GenericKernelCall<Acc>::SetReduction(w1 - w0, stride, &o);
       o.w_block_stride = plan_.block;
-      cpu::CallOverBlocks(call, dy + w0 * cog, row_acc, plan_.blocks, plan_.block, &o);
+      cpu::CallOverBlocks(call, dy + w0 * cog, rows_acc, plan_.blocks, plan_.block, &o);
       o.w_block_stride = plan_.tail_block;
-      cpu::CallOverBlocks(tail_call, dy + w0 * cog + whole, row_acc + whole, plan_.tail_blocks,
+      cpu::CallOverBlocks(tail_call, dy + w0 * cog + whole, rows_acc + whole, plan_.tail_blocks,
                           plan_.tail_block, &o);
     };
-    // The runs of pixels [w0, w1) of input row x into dst, zero where a tap
-    // reads padding.
-    const auto copy_edge = [&](const T* x, int64_t w0, int64_t w1, Acc* dst) {
+    // The runs of pixels [w0, w1) of `lines` input rows from x into dst,
+    // zero where a tap reads padding.
+    const int64_t x_line = p_.dilation_rows * p_.in_cols * cin;  // input rows of kh, kh + 1
+    const auto copy_edge = [&](const T* x, int64_t lines, int64_t w0, int64_t w1, Acc* dst) {
       for (int64_t ow = w0; ow < w1; ++ow) {
-        for (int64_t kw = 0; kw < p_.filter_cols; ++kw, dst += cin) {
-          const int64_t col = cpu::InputCol(p_, ow, kw);
-          if (col < 0 || col >= p_.in_cols) {
-            std::fill_n(dst, cin, Acc(0));
-          } else {
-            std::copy_n(x + col * cin, cin, dst);
+        for (int64_t line = 0; line < lines; ++line) {
+          for (int64_t kw = 0; kw < p_.filter_cols; ++kw, dst += cin) {
+            const int64_t col = cpu::InputCol(p_, ow, kw);
+            if (col < 0 || col >= p_.in_cols) {
+              std::fill_n(dst, cin, Acc(0));
+            } else {
+              std::copy_n(x + line * x_line + col * cin, cin, dst);
+            }
           }
         }
       }
@@ -559,20 +563,28 @@ class BackpropFilterTask {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
       const T* dy = out_backprop_ + r * p_.out_cols * cog;
+      int64_t k0 = p_.filter_rows, k1 = 0;  // the filter rows reading inside
       for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
         const int64_t h = cpu::InputRow(p_, oh, kh);
-        Acc* row_acc = acc + kh * run * cog;
-        if (h < 0 || h >= p_.in_rows) {
-          PoisonNonFinite(dy, 0, p_.out_cols, {row_acc, 1, cog, run});
-          continue;
+        if (h >= 0 && h < p_.in_rows) {
+          k0 = std::min(k0, kh);
+          k1 = kh + 1;
+        } else {
+          PoisonNonFinite(dy, 0, p_.out_cols, {acc + kh * tap_row, 1, cog, run});
         }
-        const T* x = input_ + (n * p_.in_rows + h) * p_.in_cols * cin;
-        copy_edge(x, 0, lo, edges->data());
-        copy_edge(x, hi, p_.out_cols, right);
-        reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, lo, hi, row_acc);
-        reduce(dy, edges->data(), run, 0, lo, row_acc);
-        reduce(dy, right, run, hi, p_.out_cols, row_acc);
       }
+      if (k1 <= k0) continue;
+      const int64_t lines = k1 - k0;
+      const T* x = input_ + ((n * p_.in_rows + cpu::InputRow(p_, oh, k0)) * p_.in_cols) * cin;
+      Acc* rows_acc = acc + k0 * tap_row;
+      Acc* const right = edges->data() + lo * lines * run;
+      o.rows = lines * run;
+      copy_edge(x, lines, 0, lo, edges->data());
+      copy_edge(x, lines, hi, p_.out_cols, right);
+      reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
+             rows_acc);
+      reduce(dy, edges->data(), lines * run, run, 0, lo, rows_acc);
+      reduce(dy, right, lines * run, run, hi, p_.out_cols, rows_acc);
     }
   }
 
