@@ -34,14 +34,15 @@ import json, statistics, sys, time
 import tensorflow as tf
 from tf_conv2d_transpose import benchmark as b
 which, dtype, repeats = sys.argv[1], tf.as_dtype(sys.argv[2]), int(sys.argv[3])
-builtin = sys.argv[4]
+builtin, all_layers = sys.argv[4], sys.argv[5] == "1"
 kinds = ("plugin", "builtin") if builtin == "1" else ("plugin",)
 ops = {k: b._op(k, which) for k in kinds}
 # A call is timed until it returns; synchronously its result is computed then
 # (not copied out: .numpy() would add the copy to both columns).
 assert tf.config.experimental.get_synchronous_execution()
 out = {}
-for name, config in b.shapes_for(dtype):
+layers = [(n, c) for n, c, _ in b.SHAPES] if all_layers else b.shapes_for(dtype)
+for name, config in layers:
     sizes, a, dy = b._operands(config, which, dtype)
     attrs = config.op_attrs()
     times = {}
@@ -70,13 +71,13 @@ def run(args: argparse.Namespace) -> None:
     for r in range(1, args.rounds + 1):
         order = ["before", "after"] if r % 2 else ["after", "before"]
         for dtype in args.dtypes.split(","):
-            for op in ("input", "filter"):
+            for op in args.ops.split(","):
                 for build in order:
                     root = builds[build]
                     builtin = "0" if dtype == "float16" else "1"  # Eigen's float16 is slow
                     result = subprocess.run(
                         [str(root / ".venv/bin/python"), "-c", _WORKER, op, dtype,
-                         str(args.repeats), builtin],
+                         str(args.repeats), builtin, "1" if args.all_layers else "0"],
                         cwd=root, env={"PYTHONPATH": str(root / "python"), "PATH": "/usr/bin:/bin"},
                         capture_output=True, text=True, check=True,
                     )  # fmt: skip
@@ -140,6 +141,9 @@ def main() -> None:
     r.add_argument("--dtypes", default="float32,bfloat16,float16")
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--repeats", type=int, default=7)
+    r.add_argument("--ops", default="input,filter")
+    r.add_argument("--all-layers", action="store_true",
+                   help="every layer of the float32 grid, also for the 16-bit types")  # fmt: skip
     r.add_argument("--out", required=True)
     s = sub.add_parser("summarize")
     s.add_argument("dir")

@@ -223,8 +223,17 @@ constexpr int64_t kPartialBudgetBytes = int64_t{2} << 20;
 constexpr int64_t kTargetFilterTasks = 16;
 // Input channels per task at least, when they are split across tasks.
 constexpr int64_t kMinChannelsPerTask = 32;
-// Scratch (packed out_backprop + gathered input) per chunk, in elements.
+// Scratch (packed out_backprop + gathered input) per chunk, in elements:
+// kChunkElements, or kSmallChunkElements for the float panels and the AMX
+// all-taps panels laid out by row (whose interleave writes consecutive values
+// `pairs` words apart, 8 KiB for ENet 256x256's 2048 pairs a chunk). Small
+// chunks measured faster there (compute_bench: ENet 256x256 bfloat16 3.4-3.8
+// -> 1.5-1.6 ms, ENet 128x128 2.4 -> 0.8-1.0; float32 stride1 14x14 34-38 ->
+// 32-34). The turned AMX path keeps the large ones (its out_backprop
+// transpose serves every tap of a chunk: DCGAN 8x8 bfloat16 10 -> 16 ms with
+// small ones), as do the other types (half, and bfloat16 without AMX: no gain).
 constexpr int64_t kChunkElements = int64_t{1} << 18;
+constexpr int64_t kSmallChunkElements = int64_t{1} << 15;
 // Most micro-kernel rows (taps x input channels) one all-taps panel holds.
 constexpr int64_t kMaxAllTapsRows = 512;
 // The in-place path's calls run along one out_backprop row: with fewer
@@ -290,6 +299,8 @@ struct CpuFilterPlan {
   // all_taps ([tap][ci][co], so a single slice is the output itself).
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
+  // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
+  int64_t chunk_elements;
   // The partial sums, in the accumulation type (0 when direct or empty).
   int64_t workspace_bytes;
 
@@ -311,9 +322,9 @@ struct CpuFilterPlan {
   }
 
   // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
-  // kChunkElements.
+  // chunk_elements.
   int64_t ChunkRows(const ConvProblem& p) const {
-    const int64_t pixels = std::clamp<int64_t>(kChunkElements / (lanes + panel_width(p)), 64, 4096);
+    const int64_t pixels = std::clamp<int64_t>(chunk_elements / (lanes + panel_width(p)), 64, 4096);
     return std::max<int64_t>(1, pixels / std::max<int64_t>(p.out_cols, 1));
   }
 };
@@ -367,6 +378,8 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.blocks = cg / 16;
     plan.lanes = cg;
   }
+  plan.chunk_elements =
+      std::is_same_v<T, float> || plan.pairs_by_row ? kSmallChunkElements : kChunkElements;
   plan.ci_lanes = plan.co_rows ? (cg + 15) / 16 * 16 : cg;
   plan.slice_elements = p.groups * taps * cg * plan.lanes;
   if (plan.co_rows) plan.slice_elements = p.groups * taps * cog * plan.ci_lanes;
