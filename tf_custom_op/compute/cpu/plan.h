@@ -78,6 +78,10 @@ constexpr bool kSameBits =
 // Accumulators per tile: a tile of output rows x columns is small enough to
 // stay in L2 while every packed filter block is applied to all of its rows.
 constexpr int64_t kInputTileElements = 65536;
+// The depthwise path adds each tap to the whole tile in turn, so its tiles
+// stay in L1 instead (groups64 56x56 float32 in TensorFlow: 0.59-0.70x ->
+// 0.82-0.84x the built-in; float16 unchanged).
+constexpr int64_t kDepthwiseTileElements = 4096;
 
 struct CpuInputPlan {
   Path path;
@@ -167,9 +171,11 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   plan.blocks = (cg + plan.block - 1) / plan.block;
   plan.row_length = p.groups * plan.blocks * plan.block;
   const int64_t row_length = std::max<int64_t>(plan.row_length, 1);
+  const int64_t tile_elements =
+      IsDepthwise(p, DepthwiseLayout::kAnyLayout) ? kDepthwiseTileElements : kInputTileElements;
   plan.tile_cols =
-      std::clamp<int64_t>(kInputTileElements / row_length, 1, std::max<int64_t>(p.in_cols, 1));
-  plan.tile_rows = std::clamp<int64_t>(kInputTileElements / (plan.tile_cols * row_length), 1,
+      std::clamp<int64_t>(tile_elements / row_length, 1, std::max<int64_t>(p.in_cols, 1));
+  plan.tile_rows = std::clamp<int64_t>(tile_elements / (plan.tile_cols * row_length), 1,
                                        std::max<int64_t>(p.in_rows, 1));
   // Rounded up without forming in_cols + tile_cols, which could overflow
   // for the huge sides an empty batch or depth allows.
