@@ -124,14 +124,16 @@ def test_large_reduction_is_split_and_deterministic():
     ids=["stride1", "groups4", "groups2-stride2", "dilation2"],
 )
 def test_float32_in_place_path(groups, stride, dilation):
-    """float32 NHWC with 16 input channels a group and rows of 16+ pixels: the
-    in-place path. Against the reference and the built-in, and with infinities
-    and a NaN in out_backprop where taps read padding (0 * inf is NaN there)."""
+    """float32 NHWC with input channels in whole 16-lane blocks (32 in one
+    group, which the taps-in-place path would take with 16) and rows of 48+
+    pixels: the in-place path. Against the reference and the built-in, and
+    with infinities and a NaN in out_backprop where taps read padding (0 * inf
+    is NaN there)."""
     config = Conv2DTransposeConfig(
         batch=2,
-        in_rows=18,
-        in_cols=40,
-        in_depth=16 * groups,
+        in_rows=12,
+        in_cols=100,
+        in_depth=32 if groups == 1 else 16 * groups,
         out_depth=24,
         filter_rows=3,
         filter_cols=3,

@@ -244,8 +244,12 @@ constexpr int64_t kSmallChunkElements = int64_t{1} << 15;
 constexpr int64_t kMaxAllTapsRows = 512;
 // The in-place path's calls run along one out_backprop row: with fewer
 // columns than this, loading and storing the sums per call costs more than
-// the panels it saves (DCGAN's 4x4 and 8x8 layers: 1.9-2.4x slower).
-constexpr int64_t kMinInPlaceCols = 16;
+// the panels it saves (DCGAN's 4x4 and 8x8 layers: 1.9-2.4x slower). Since the
+// float panels take small chunks, rows of 16 and 32 pixels also go faster
+// on them (compute_bench CPU time: DCGAN 16x16 70 -> 57-62 ms, U-Net 32x32
+// 45-47 -> 41-43), those of 56 and 64 still slower (stride1 56x56 15-16 ->
+// 17-18, groups4 5.5-6.3 -> 8.7-9.2, ENet 64x64 0.91-0.95 -> 1.03-1.08).
+constexpr int64_t kMinInPlaceCols = 48;
 
 struct CpuFilterPlan {
   Path path;
@@ -285,7 +289,7 @@ struct CpuFilterPlan {
   bool co_rows;
   int64_t ci_lanes;
   // float, NHWC, input channels of a group in whole 16-lane blocks, rows of
-  // kMinInPlaceCols pixels or more: no panels at all (before all_taps too).
+  // kMinInPlaceCols pixels or more, not taps_in_place: no panels at all.
   // Turned around as under co_rows (acc[co][ci], the same partial-sum
   // layout; block, blocks and lanes then count input channels), the
   // micro-kernel broadcasts out_backprop and loads the input's channels as
@@ -356,11 +360,17 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   plan.blocks = (cog + plan.block - 1) / plan.block;
   plan.lanes = plan.blocks * plan.block;
   const int64_t taps = p.filter_rows * p.filter_cols;
-  plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
-                  p.out_cols >= kMinInPlaceCols;
   // (cg < kMinChannelsPerTask also means one input-channel chunk below.)
-  plan.all_taps = !plan.in_place && !depthwise && p.groups == 1 && p.nhwc() &&
-                  p.dilation_cols == 1 && cg < kMinChannelsPerTask && taps * cg <= kMaxAllTapsRows;
+  const bool all_taps_shape = !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 &&
+                              cg < kMinChannelsPerTask && taps * cg <= kMaxAllTapsRows;
+  const int64_t tail = cog % plan.block;
+  plan.tail_block = tail % 8 == 0 ? 8 : tail % 4 == 0 ? 4 : 0;
+  plan.taps_in_place = std::is_same_v<T, float> && all_taps_shape && plan.tail_block != 0;
+  // Where both apply the taps in place win (ENet 128x128 16->16: 0.54-0.84
+  // against 0.98-1.00 ms in compute_bench).
+  plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
+                  p.out_cols >= kMinInPlaceCols && !plan.taps_in_place;
+  plan.all_taps = !plan.in_place && all_taps_shape;
   if (depthwise) {
     plan.path = Path::kDepthwise;
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
@@ -370,9 +380,6 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   } else {
     plan.path = Path::kGeneric;
   }
-  const int64_t tail = cog % plan.block;
-  plan.tail_block = tail % 8 == 0 ? 8 : tail % 4 == 0 ? 4 : 0;
-  plan.taps_in_place = std::is_same_v<T, float> && plan.all_taps && plan.tail_block != 0;
   if (plan.taps_in_place) {
     plan.tail_blocks = tail / plan.tail_block;
     plan.blocks = cog / plan.block;
