@@ -581,8 +581,10 @@ class BackpropFilterTask {
       o.rows = lines * run;
       copy_edge(x, lines, 0, lo, edges->data());
       copy_edge(x, lines, hi, p_.out_cols, right);
-      reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
-             rows_acc);
+      if (hi > lo) {
+        reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
+               rows_acc);
+      }
       reduce(dy, edges->data(), lines * run, run, 0, lo, rows_acc);
       reduce(dy, right, lines * run, run, hi, p_.out_cols, rows_acc);
     }

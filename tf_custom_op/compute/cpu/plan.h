@@ -300,13 +300,15 @@ struct CpuFilterPlan {
   bool in_place;
   // float under all_taps with the group's out channels in whole blocks of
   // `block` and then of tail_block (4 or 8; lanes == cog, tail_blocks of
-  // them): no panels either, the product not turned. A call's rows
-  // are a filter row's (kw, ci), read where they lie in the input row (one
-  // run per out_backprop pixel, the next pixel stride_cols * in_depth on),
-  // its blocks out_backprop's channels, also read in place, its reduction
-  // the pixels of one out_backprop row whose taps all read inside the input;
-  // the few pixels at the edges take a call per tap. Partial sums as under
-  // all_taps ([tap][ci][co], so a single slice is the output itself).
+  // them): no panels either, the product not turned. A call's rows are the
+  // (kh, kw, ci) of the filter rows reading inside the input, each filter
+  // row's (kw, ci) one run of its input row read where it lies (the next
+  // out_backprop pixel's run stride_cols * in_depth on), its blocks
+  // out_backprop's channels, also read in place, its reduction the pixels of
+  // one out_backprop row whose taps all read inside the input row; the few
+  // pixels at either edge are copied, zero-padded, and take one call per
+  // side. Partial sums as under all_taps ([tap][ci][co], so a single slice is
+  // the output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
   // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
