@@ -271,6 +271,15 @@ bool TapsInPlaceProblem(ct::ConvProblem* p) {
                     4 * Uniform(1, 11), p);
 }
 
+// A depthwise problem with so many groups that an input-gradient tile holds
+// part of a row: tiles start inside rows, at every column phase, next to
+// either edge or neither.
+bool WideDepthwiseProblem(ct::ConvProblem* p) {
+  const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 1) == 1);
+  return ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 6), Uniform(20, 120)},
+                    {Uniform(1, 4), Uniform(1, 4)}, Uniform(200, 600), 1, 1, p);
+}
+
 // Random malformed calls of both ops' validation (and of ComputeConvProblem
 // on its own): it must answer, never misbehave.
 int64_t FuzzValidation(int iterations) {
@@ -561,6 +570,28 @@ int main(int argc, char** argv) {
   }
   std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
   (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
+  // Depthwise input gradients whose tiles split rows, in every type; at
+  // least half of those with elements must take several tiles across.
+  int split_rows = 0, depthwise = 0;
+  for (int i = 0; i < 40; ++i) {
+    ct::ConvProblem p;
+    if (!WideDepthwiseProblem(&p)) continue;
+    const ct::cpu::CpuInputPlan plan =
+        ct::cpu::PlanCpuBackpropInput<float>(p, ct::cpu::IsaFacts::Chosen());
+    if (plan.path == ct::cpu::Path::kDepthwise) {
+      ++depthwise;
+      split_rows += plan.col_tiles > 1;
+    }
+    const int kind = i % 4;
+    const bool ok = kind == 0   ? RunBackpropInput<float>(p, 1e-6)
+                    : kind == 1 ? RunBackpropInput<double>(p, 1e-12)
+                    : kind == 2 ? RunBackpropInput<Eigen::half>(p, 1e-3)
+                                : RunBackpropInput<int32_t>(p, 0);
+    (ok ? passed : failed)++;
+  }
+  std::printf("depthwise input gradients with rows split across tiles: %d of %d\n", split_rows,
+              depthwise);
+  (depthwise >= 20 && 2 * split_rows >= depthwise ? passed : failed)++;
   {
     ct::ConvAttrs attrs;
     attrs.data_format = ct::DataFormat::kNHWC;

@@ -951,9 +951,11 @@ int64_t TestDepthwiseFilter(const cpu::UkernelTable& table, cpu::DepthwiseFilter
   return calls;
 }
 
-// The depthwise input-gradient kernel: acc[i*acc_stride + c] += x[i*x_stride
-// + c] * w[c], checked the same way, the accumulators' gaps between pixels
-// holding the sentinel too.
+// The depthwise input-gradient kernel: acc[i*acc_stride + c] = the sum over
+// the taps of x[t][i*x_stride + c] * w[t][c], every tap's operands in a
+// buffer of its own. The accumulators start as NaN (they must be written,
+// not added to), their gaps between pixels hold the sentinel, and exact
+// values make the sums independent of their order.
 template <typename A>
 int64_t TestDepthwiseInput(const cpu::UkernelTable& table, cpu::DepthwiseInputKernel<A> kernel) {
   where = std::string(table.isa) + " depthwise input " + TypeName<A>();
@@ -962,36 +964,46 @@ int64_t TestDepthwiseInput(const cpu::UkernelTable& table, cpu::DepthwiseInputKe
     return 0;
   }
   int64_t calls = 0;
-  for (const int64_t channels : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100}) {
+  for (const int64_t channels :
+       {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100}) {
     for (const int64_t pixels : {0, 1, 2, 3, 5, 9, 17}) {
+      const int64_t taps = Uniform(0, 9);
       const int64_t x_stride = channels * Uniform(1, 3) + Uniform(0, 5);
       const int64_t acc_stride = channels * Uniform(1, 2) + Uniform(0, 5);
       const bool any = channels > 0 && pixels > 0;
-      std::vector<A> x(any ? (pixels - 1) * x_stride + channels : 1, Poison<A>());
-      std::vector<A> w(std::max<int64_t>(channels, 1), Poison<A>());
+      std::vector<std::vector<A>> xs(static_cast<size_t>(taps)), ws(static_cast<size_t>(taps));
+      std::vector<const A*> x, w;
+      for (int64_t t = 0; t < taps; ++t) {
+        xs[t].assign(any ? (pixels - 1) * x_stride + channels : 1, Poison<A>());
+        ws[t].assign(std::max<int64_t>(channels, 1), Poison<A>());
+        for (int64_t c = 0; c < channels; ++c) ws[t][c] = ExactValue<A>(1);
+        for (int64_t i = 0; i < pixels; ++i) {
+          for (int64_t c = 0; c < channels; ++c) xs[t][i * x_stride + c] = ExactValue<A>(0);
+        }
+        x.push_back(xs[t].data());
+        w.push_back(ws[t].data());
+      }
       const int64_t extent = any ? (pixels - 1) * acc_stride + channels : 0;
       std::vector<A> acc(extent + 2 * kGuard, Sentinel<A>());
-      for (int64_t c = 0; c < channels; ++c) w[c] = ExactValue<A>(1);
       for (int64_t i = 0; i < pixels; ++i) {
-        for (int64_t c = 0; c < channels; ++c) {
-          x[i * x_stride + c] = ExactValue<A>(0);
-          acc[kGuard + i * acc_stride + c] = ExactValue<A>(2);
-        }
+        for (int64_t c = 0; c < channels; ++c) acc[kGuard + i * acc_stride + c] = Poison<A>();
       }
-      const std::vector<A> before = acc;
-      kernel({x.data(), x_stride, w.data(), acc.data() + kGuard, acc_stride, pixels, channels});
+      kernel(
+          {x.data(), w.data(), taps, x_stride, acc.data() + kGuard, acc_stride, pixels, channels});
       ++calls;
       for (size_t at = 0; at < acc.size(); ++at) {
         const int64_t offset = static_cast<int64_t>(at) - kGuard;
         const int64_t i = offset >= 0 ? offset / std::max<int64_t>(acc_stride, 1) : -1;
         const int64_t c = offset >= 0 ? offset - i * acc_stride : -1;
         const bool target = offset >= 0 && i < pixels && c < channels;
-        const A want = target ? before[at] + x[i * x_stride + c] * w[c] : before[at];
+        A want = target ? A(0) : Sentinel<A>();
+        for (int64_t t = 0; target && t < taps; ++t) want += xs[t][i * x_stride + c] * ws[t][c];
         if (target ? !(acc[at] == want) : !SameBits(acc[at], want)) {
-          Fail("channels %lld pixels %lld acc[%lld]: got %.17g, want %.17g%s",
+          Fail("channels %lld pixels %lld taps %lld acc[%lld]: got %.17g, want %.17g%s",
                static_cast<long long>(channels), static_cast<long long>(pixels),
-               static_cast<long long>(offset), static_cast<double>(acc[at]),
-               static_cast<double>(want), target ? "" : " (outside its accumulators)");
+               static_cast<long long>(taps), static_cast<long long>(offset),
+               static_cast<double>(acc[at]), static_cast<double>(want),
+               target ? "" : " (outside its accumulators)");
           break;
         }
       }

@@ -228,31 +228,98 @@ void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Til
   }
 }
 
-// The depthwise path: acc[pixel][g] += dy[pixel the tap reads][g] *
-// filter[kh][kw][g], tap after tap, elementwise across the groups: one
-// micro-kernel call per line a tap feeds, or where there is no kernel
-// (int32's wrapping sums) the plain loop.
+// One run of a tile row for the depthwise path: `pixels` output pixels
+// acc_stride apart whose taps are the same, in order; tap t reads x[t] for
+// the first pixel and x_stride on for each next one.
+template <typename Acc>
+void DepthwiseRun(const cpu::DepthwiseInputOperands<Acc>& o,
+                  cpu::DepthwiseInputKernel<Acc> kernel) {
+  if (kernel != nullptr) return kernel(o);
+  for (int64_t i = 0; i < o.pixels; ++i) {  // int32's wrapping sums
+    Acc* acc = o.acc + i * o.acc_stride;
+    for (int64_t c = 0; c < o.channels; ++c) {
+      Acc a = 0;
+      for (int64_t t = 0; t < o.taps; ++t) a += o.x[t][i * o.x_stride + c] * o.w[t][c];
+      acc[c] = a;
+    }
+  }
+}
+
+// The depthwise path: acc[pixel][g] = the sum over the taps reaching the
+// pixel of dy[the pixel it reads][g] * filter[kh][kw][g], written once per
+// pixel, so the tile needs no zeroing. Per tile row and column phase (the
+// pixels w, w + stride_cols, ...) each tap column kw of the phase feeds an
+// interval of them; cut at the intervals' ends, the phase falls into runs
+// whose taps are the same, one micro-kernel call each (no taps: zeros). The
+// taps come kh-major, the order the other paths sum in.
+template <typename Acc>
+struct DepthwiseScratch {
+  struct Column {
+    int64_t kw, ow0, lo, hi;  // pixel j of the phase reads ow0 + j, for j in [lo, hi)
+  };
+  std::vector<Column> columns;
+  std::vector<int64_t> cuts;
+  std::vector<const Acc*> taps;  // the run's x pointers, then its w pointers
+};
+
 template <typename Acc>
 void AccumulateDepthwise(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t,
                          const DyPanel<Acc>& dy, const Acc* packed,
-                         cpu::DepthwiseInputKernel<Acc> kernel) {
-  const int64_t channels = p.groups;
-  cpu::ForEachTap(p, t.region, t.row_stride, plan.row_length, [&](const TapLines& tap) {
-    const Acc* w = packed + (tap.kh * p.filter_cols + tap.kw) * channels;
-    for (int64_t line = 0; line < tap.lines; ++line) {
-      const Acc* x = dy.Pixel(tap.oh0 + line, tap.ow0, channels);
-      Acc* acc = t.acc + tap.acc_offset + line * p.stride_rows * t.row_stride;
-      if (kernel != nullptr) {
-        kernel({x, channels, w, acc, p.stride_cols * plan.row_length, tap.run, channels});
-      } else {
-        for (int64_t r = 0; r < tap.run; ++r) {
-          Acc* a = acc + r * p.stride_cols * plan.row_length;
-          const Acc* xr = x + r * channels;
-          for (int64_t c = 0; c < channels; ++c) a[c] += xr[c] * w[c];
+                         cpu::DepthwiseInputKernel<Acc> kernel, DepthwiseScratch<Acc>* s) {
+  const TileRegion& r = t.region;
+  const int64_t channels = p.groups, sc = p.stride_cols;
+  const int64_t max_taps = p.filter_rows * p.filter_cols;
+  s->taps.resize(static_cast<size_t>(2 * max_taps));
+  const Acc** x = s->taps.data();
+  const Acc** w = x + max_taps;
+  auto& columns = s->columns;
+  auto& cuts = s->cuts;
+  cpu::DepthwiseInputOperands<Acc> o;
+  o.x = x;
+  o.w = w;
+  o.x_stride = channels;
+  o.acc_stride = sc * plan.row_length;
+  o.channels = channels;
+  for (int64_t h = r.h_begin; h < r.h_end; ++h) {
+    Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
+    for (int64_t q = 0; q < std::min(sc, r.w_end - r.w_begin); ++q) {
+      const int64_t w0 = r.w_begin + q;
+      const int64_t count = (r.w_end - w0 + sc - 1) / sc;
+      columns.clear();
+      cuts.assign({0, count});
+      for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+        const int64_t at = w0 + p.pad_left - kw * p.dilation_cols;
+        if (cpu::FloorDiv(at, sc) * sc != at) continue;
+        const int64_t ow0 = cpu::FloorDiv(at, sc);
+        const int64_t lo = std::clamp<int64_t>(-ow0, 0, count);
+        const int64_t hi = std::clamp<int64_t>(p.out_cols - ow0, lo, count);
+        if (lo == hi) continue;
+        columns.push_back({kw, ow0, lo, hi});
+        cuts.push_back(lo);
+        cuts.push_back(hi);
+      }
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+        const int64_t j0 = cuts[k], j1 = cuts[k + 1];
+        o.taps = 0;
+        for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+          const int64_t at = h + p.pad_top - kh * p.dilation_rows;
+          const int64_t oh = cpu::FloorDiv(at, p.stride_rows);
+          if (oh * p.stride_rows != at || oh < 0 || oh >= p.out_rows) continue;
+          for (const auto& c : columns) {
+            if (c.lo > j0 || c.hi < j1) continue;
+            x[o.taps] = dy.Pixel(oh, c.ow0 + j0, channels);
+            w[o.taps] = packed + (kh * p.filter_cols + c.kw) * channels;
+            ++o.taps;
+          }
         }
+        o.acc = row + (w0 - r.w_begin + j0 * sc) * plan.row_length;
+        o.pixels = j1 - j0;
+        DepthwiseRun(o, kernel);
       }
     }
-  });
+  }
 }
 
 // The depthwise micro-kernel for a depthwise plan and a floating-point Acc,
@@ -267,9 +334,9 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
 
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
 // padded lanes and converting to T (NHWC runs of channels through
-// NarrowRow's vector kernels; where T is narrower than Acc and one group has
-// few channels, a row's channels gathered into `packed` first, so that the
-// whole row is one run).
+// NarrowRow's vector kernels: a whole row at once where it has no padded
+// lanes; where T is narrower than Acc and one group has few channels, a
+// row's channels gathered into `packed` first, so that it is one run too).
 template <typename T, typename Acc>
 void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop,
                std::vector<Acc>* packed) {
@@ -292,6 +359,10 @@ void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& 
     }
     if (p.nhwc()) {
       T* out = in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * p.in_depth;
+      if (plan.row_length == p.in_depth) {  // no padded lanes: the row is one run
+        cpu::NarrowRow(row, width * p.in_depth, out);
+        continue;
+      }
       for (int64_t w = 0; w < width; ++w) {
         for (int64_t g = 0; g < p.groups; ++g) {
           const Acc* src = row + w * plan.row_length + g * group_stride;
@@ -353,10 +424,12 @@ class BackpropInputTask {
     std::vector<T> raw_panel;
     std::vector<float> z;  // the scatter path's products of one row
     std::vector<Acc> row;  // StoreTile's gathered row
+    DepthwiseScratch<Acc> depthwise;
   };
 
-  // Locates task `task`'s tile and zeroes its accumulators: a window of the
-  // output when accumulating in place, else the separate tile buffer.
+  // Locates task `task`'s tile and zeroes its accumulators (except on the
+  // depthwise path, which writes every one): a window of the output when
+  // accumulating in place, else the separate tile buffer.
   Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
     TileRegion r;
     const int64_t col_tile = task % plan_.col_tiles;
@@ -366,15 +439,16 @@ class BackpropInputTask {
     r.h_end = std::min(p_.in_rows, r.h_begin + plan_.tile_rows);
     r.w_begin = col_tile * plan_.tile_cols;
     r.w_end = std::min(p_.in_cols, r.w_begin + plan_.tile_cols);
+    const bool zero = plan_.path != Path::kDepthwise;
     if (!plan_.accumulate_in_place) {
-      std::fill(buffer->begin(), buffer->end(), Acc(0));
+      if (zero) std::fill(buffer->begin(), buffer->end(), Acc(0));
       return {r, buffer->data(), plan_.tile_cols * plan_.row_length};
     }
     const Tile<Acc> t{r,
                       reinterpret_cast<Acc*>(in_backprop_) +
                           ((r.n * p_.in_rows + r.h_begin) * p_.in_cols + r.w_begin) * p_.in_depth,
                       p_.in_cols * p_.in_depth};
-    for (int64_t h = r.h_begin; h < r.h_end; ++h) {
+    for (int64_t h = r.h_begin; zero && h < r.h_end; ++h) {
       Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
       std::fill(row, row + (r.w_end - r.w_begin) * p_.in_depth, Acc(0));
     }
@@ -399,7 +473,7 @@ class BackpropInputTask {
     const DyPanel<Acc> dy = PanelFor(t, &s->panel);
     const Acc* packed = static_cast<const Acc*>(packed_);
     if (plan_.path == Path::kDepthwise) {
-      AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_);
+      AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_, &s->depthwise);
     } else {
       AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
     }

@@ -101,16 +101,17 @@ using DepthwiseFilterKernel = void (*)(const DepthwiseFilterOperands<Acc>& opera
 template <typename Acc>
 DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel();  // Acc: float or double
 
-// The depthwise input-gradient micro-kernel: one filter tap along a line of
-// pixels, one product per channel,
-//   acc[i*acc_stride + c] += x[i*x_stride + c] * w[c]
-// for i < pixels and c < channels (each element one multiply-add, fused
-// where the instruction set has FMA).
+// The depthwise input-gradient micro-kernel: a run of output pixels, each
+// the sum of its taps' products, one per channel, written (not added):
+//   acc[i*acc_stride + c] = sum over t < taps of x[t][i*x_stride + c] * w[t][c]
+// for i < pixels and c < channels, the terms added in the order of t to a
+// sum that starts at zero (each one multiply-add, fused where the
+// instruction set has FMA). With no taps the pixels get zeros.
 template <typename Acc>
 struct DepthwiseInputOperands {
-  const Acc* x;
-  int64_t x_stride;
-  const Acc* w;
+  const Acc* const* x;  // per tap: what the run's first pixel reads
+  const Acc* const* w;  // per tap: its filter values, one per channel
+  int64_t taps, x_stride;
   Acc* acc;
   int64_t acc_stride, pixels, channels;
 };

@@ -291,35 +291,42 @@ void DepthwiseFilterReduce(const DepthwiseFilterOperands<Acc>& o) {
   }
 }
 
-// kVectors native vectors of channels from c: the tap's weights held in
-// registers along the line.
+// kVectors native vectors of channels from c, for every pixel of the run:
+// its sums kept in registers across the taps, then stored once.
 template <typename Acc, int kVectors>
 __attribute__((always_inline)) inline void DepthwiseInputVectors(
     const DepthwiseInputOperands<Acc>& o, int64_t c) {
   constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
   using V = typename VecType<Acc, kLanes>::type;
-  V w[kVectors];
-  for (int v = 0; v < kVectors; ++v) w[v] = Load<V>(o.w + c + v * kLanes);
-  const Acc* x = o.x + c;
-  Acc* acc = o.acc + c;
-  for (int64_t i = 0; i < o.pixels; ++i, x += o.x_stride, acc += o.acc_stride) {
-    for (int v = 0; v < kVectors; ++v) {
-      Store(Load<V>(acc + v * kLanes) + Load<V>(x + v * kLanes) * w[v], acc + v * kLanes);
+  for (int64_t i = 0; i < o.pixels; ++i) {
+    V a[kVectors];
+    for (int v = 0; v < kVectors; ++v) a[v] = Splat<V>(Acc(0));
+    const int64_t at = i * o.x_stride + c;
+    for (int64_t t = 0; t < o.taps; ++t) {
+      const Acc* x = o.x[t] + at;
+      const Acc* w = o.w[t] + c;
+      for (int v = 0; v < kVectors; ++v) a[v] += Load<V>(x + v * kLanes) * Load<V>(w + v * kLanes);
     }
+    Acc* acc = o.acc + i * o.acc_stride + c;
+    for (int v = 0; v < kVectors; ++v) Store(a[v], acc + v * kLanes);
   }
 }
 
 template <typename Acc>
-void DepthwiseInputLine(const DepthwiseInputOperands<Acc>& o) {
+void DepthwiseInputRun(const DepthwiseInputOperands<Acc>& o) {
   constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
   int64_t c = 0;
   for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseInputVectors<Acc, 4>(o, c);
+  for (; c + 2 * kLanes <= o.channels; c += 2 * kLanes) DepthwiseInputVectors<Acc, 2>(o, c);
   for (; c + kLanes <= o.channels; c += kLanes) DepthwiseInputVectors<Acc, 1>(o, c);
   if (c == o.channels) return;
   for (int64_t i = 0; i < o.pixels; ++i) {
-    const Acc* x = o.x + i * o.x_stride;
     Acc* acc = o.acc + i * o.acc_stride;
-    for (int64_t r = c; r < o.channels; ++r) acc[r] += x[r] * o.w[r];
+    for (int64_t r = c; r < o.channels; ++r) {
+      Acc a = 0;
+      for (int64_t t = 0; t < o.taps; ++t) a += o.x[t][i * o.x_stride + r] * o.w[t][r];
+      acc[r] = a;
+    }
   }
 }
 
@@ -674,7 +681,7 @@ DepthwiseFilterKernel<Acc> SelectDepthwiseFilterKernel() {
 
 template <typename Acc>
 DepthwiseInputKernel<Acc> SelectDepthwiseInputKernel() {
-  return &DepthwiseInputLine<Acc>;
+  return &DepthwiseInputRun<Acc>;
 }
 
 Bf16PairKernel SelectBf16PairKernel() {
