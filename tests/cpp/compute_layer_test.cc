@@ -280,6 +280,20 @@ bool WideDepthwiseProblem(ct::ConvProblem* p) {
                     {Uniform(1, 4), Uniform(1, 4)}, Uniform(200, 600), 1, 1, p);
 }
 
+// A bfloat16 input gradient for the pair path (even out channels per group;
+// 16 or more input channels where one NHWC group would take the scatter
+// path) with rows wide enough for the AMX tap runs (kMinTapRunPixels per
+// column phase): their 16-pixel groups, lines of several rows, and edges.
+bool PairProblem(ct::ConvProblem* p) {
+  const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 3) == 0);
+  // Half the time whole chunks of 16 pairs (the AMX kernel's square pass).
+  const int64_t cog = Uniform(0, 1) == 0 ? 32 * Uniform(1, 2) : 2 * Uniform(1, 20);
+  const int64_t stride_cols = attrs.strides[attrs.data_format == ct::DataFormat::kNHWC ? 2 : 3];
+  const int64_t cols = ct::cpu::kMinTapRunPixels * stride_cols + Uniform(0, 40);
+  return ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 12), cols}, {Uniform(1, 4), Uniform(1, 4)},
+                    Uniform(1, 3), Uniform(16, 40), cog, p);
+}
+
 // Random malformed calls of both ops' validation (and of ComputeConvProblem
 // on its own): it must answer, never misbehave.
 int64_t FuzzValidation(int iterations) {
@@ -570,6 +584,22 @@ int main(int argc, char** argv) {
   }
   std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
   (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
+  // bfloat16 input gradients of the pair path; where the chosen instruction
+  // set has AMX, each one with elements must take the tap runs.
+  int tap_runs = 0, pair_problems = 0;
+  for (int i = 0; i < 60; ++i) {
+    ct::ConvProblem p;
+    if (!PairProblem(&p)) continue;
+    const ct::cpu::CpuInputPlan plan =
+        ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen());
+    pair_problems += p.input_elements() != 0 && p.out_backprop_elements() != 0;
+    tap_runs += plan.tap_runs;
+    (RunBackpropInput<Eigen::bfloat16>(p, 1e-2) ? passed : failed)++;
+  }
+  std::printf("bfloat16 tap runs: %d of %d pair-path problems with elements\n", tap_runs,
+              pair_problems);
+  const bool amx = ct::cpu::IsaFacts::Chosen().amx;
+  (pair_problems >= 40 && tap_runs == (amx ? pair_problems : 0) ? passed : failed)++;
   // Depthwise input gradients whose tiles split rows, in every type; at
   // least half of those with elements must take several tiles across.
   int split_rows = 0, depthwise = 0;

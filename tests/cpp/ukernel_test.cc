@@ -515,13 +515,19 @@ float RandomAcc(bool specials) {
 struct PairShape {
   int64_t blocks, pairs, pair_stride, w_block_stride;
   RowLayout r;
+  // The call's taps (tap t's x and w start t pages on) and whether it
+  // overwrites the sums; taps 1 without overwrite passes no offsets.
+  int64_t taps = 1, x_page = 0, w_page = 0;
+  bool overwrite = false;
 };
 
 std::string Describe(const PairShape& s) {
   char text[100];
-  std::snprintf(text, sizeof(text), "blocks=%lld pairs=%lld pair_stride=%lld w_block_stride=%lld ",
+  std::snprintf(text, sizeof(text),
+                "blocks=%lld pairs=%lld pair_stride=%lld w_block_stride=%lld taps=%lld%s ",
                 static_cast<long long>(s.blocks), static_cast<long long>(s.pairs),
-                static_cast<long long>(s.pair_stride), static_cast<long long>(s.w_block_stride));
+                static_cast<long long>(s.pair_stride), static_cast<long long>(s.w_block_stride),
+                static_cast<long long>(s.taps), s.overwrite ? " overwrite" : "");
   return text + Describe(s.r);
 }
 
@@ -554,22 +560,24 @@ PairShape MakePairShape(int kind, int64_t blocks, int64_t rows, int64_t pairs) {
 // move; infinities and NaNs must come out as the exact sum's.
 bool AmxSumMatches(float before, float got, const std::vector<uint16_t>& x_bits, int64_t x_row,
                    const PairShape& s, const std::vector<uint32_t>& w, int64_t j, int64_t c) {
-  long double want = FlushDenormal(before), magnitude = std::fabs(want);
-  for (int64_t p = 0; p < s.pairs; ++p) {
-    const int64_t xp = x_row + p * s.pair_stride;
-    const uint32_t wp = w[j * s.w_block_stride + p * 16 + c];
-    for (const auto& [xb, wb] : {std::pair{x_bits[xp], static_cast<uint16_t>(wp & 0xffff)},
-                                 std::pair{x_bits[xp + 1], static_cast<uint16_t>(wp >> 16)}}) {
-      const long double product =
-          static_cast<long double>(Bf16Value(xb)) * static_cast<long double>(Bf16Value(wb));
-      want += product;
-      magnitude += std::fabs(product);
+  long double want = s.overwrite ? 0.0L : FlushDenormal(before), magnitude = std::fabs(want);
+  for (int64_t t = 0; t < s.taps; ++t) {
+    for (int64_t p = 0; p < s.pairs; ++p) {
+      const int64_t xp = x_row + t * s.x_page + p * s.pair_stride;
+      const uint32_t wp = w[t * s.w_page + j * s.w_block_stride + p * 16 + c];
+      for (const auto& [xb, wb] : {std::pair{x_bits[xp], static_cast<uint16_t>(wp & 0xffff)},
+                                   std::pair{x_bits[xp + 1], static_cast<uint16_t>(wp >> 16)}}) {
+        const long double product =
+            static_cast<long double>(Bf16Value(xb)) * static_cast<long double>(Bf16Value(wb));
+        want += product;
+        magnitude += std::fabs(product);
+      }
     }
   }
   if (std::isnan(want) || std::isinf(want)) {
     return std::isnan(want) ? std::isnan(got) : static_cast<long double>(got) == want;
   }
-  const long double terms = 2.0L * static_cast<long double>(s.pairs) + 2.0L;
+  const long double terms = 2.0L * static_cast<long double>(s.pairs * s.taps) + 2.0L;
   const long double bound =
       terms * std::ldexp(1.0L, -24) * magnitude + terms * std::ldexp(1.0L, -126);
   if (std::fabs(static_cast<long double>(got) - want) <= bound) return true;
@@ -581,12 +589,14 @@ bool AmxSumMatches(float before, float got, const std::vector<uint16_t>& x_bits,
 // hardware's propagation rules: any NaN will do); prints both on a miss.
 bool ModelSumMatches(float before, float got, const std::vector<uint16_t>& x_bits, int64_t x_row,
                      const PairShape& s, const std::vector<uint32_t>& w, int64_t j, int64_t c) {
-  float want = before;
-  for (int64_t p = 0; p < s.pairs; ++p) {
-    const int64_t xp = x_row + p * s.pair_stride;
-    const uint32_t wp = w[j * s.w_block_stride + p * 16 + c];
-    want = DotStep(want, x_bits[xp + 1], static_cast<uint16_t>(wp >> 16));
-    want = DotStep(want, x_bits[xp], static_cast<uint16_t>(wp & 0xffff));
+  float want = s.overwrite ? 0.0f : before;
+  for (int64_t t = 0; t < s.taps; ++t) {
+    for (int64_t p = 0; p < s.pairs; ++p) {
+      const int64_t xp = x_row + t * s.x_page + p * s.pair_stride;
+      const uint32_t wp = w[t * s.w_page + j * s.w_block_stride + p * 16 + c];
+      want = DotStep(want, x_bits[xp + 1], static_cast<uint16_t>(wp >> 16));
+      want = DotStep(want, x_bits[xp], static_cast<uint16_t>(wp & 0xffff));
+    }
   }
   if (std::isnan(want) ? std::isnan(got) : SameBits(got, want)) return true;
   std::printf("  got %a (0x%08x), want %a (0x%08x)\n", static_cast<double>(got), ToBits(got),
@@ -624,32 +634,48 @@ bool CheckPairs(cpu::Bf16PairKernel kernel, const PairShape& s, bool specials, b
   where += " " + Describe(s);
 
   const bool any = r.rows > 0 && s.pairs > 0;
-  std::vector<uint16_t> x_bits(any ? r.MaxX() + (s.pairs - 1) * s.pair_stride + 2 : 1, 0x7fc1);
-  std::vector<uint32_t> w(s.pairs > 0 ? (s.blocks - 1) * s.w_block_stride + s.pairs * 16 : 1,
-                          0x7fc17fc1u);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    for (int64_t p = 0; p < s.pairs; ++p) {
-      x_bits[r.X(i) + p * s.pair_stride] = RandomBf16(specials);
-      x_bits[r.X(i) + p * s.pair_stride + 1] = RandomBf16(specials);
+  const int64_t pages = std::max<int64_t>(s.taps, 1);
+  std::vector<uint16_t> x_bits(
+      (any ? r.MaxX() + (s.pairs - 1) * s.pair_stride + 2 : 1) + (pages - 1) * s.x_page, 0x7fc1);
+  std::vector<uint32_t> w(
+      (s.pairs > 0 ? (s.blocks - 1) * s.w_block_stride + s.pairs * 16 : 1) + (pages - 1) * s.w_page,
+      0x7fc17fc1u);
+  std::vector<int64_t> x_taps, w_taps;
+  for (int64_t t = 0; t < s.taps; ++t) {
+    x_taps.push_back(t * s.x_page);
+    w_taps.push_back(t * s.w_page);
+    for (int64_t i = 0; i < r.rows; ++i) {
+      for (int64_t p = 0; p < s.pairs; ++p) {
+        x_bits[t * s.x_page + r.X(i) + p * s.pair_stride] = RandomBf16(specials);
+        x_bits[t * s.x_page + r.X(i) + p * s.pair_stride + 1] = RandomBf16(specials);
+      }
     }
-  }
-  for (int64_t j = 0; j < s.blocks; ++j) {
-    for (int64_t i = 0; i < s.pairs * 16; ++i) {
-      w[j * s.w_block_stride + i] = RandomBf16(specials) | uint32_t{RandomBf16(specials)} << 16;
+    for (int64_t j = 0; j < s.blocks; ++j) {
+      for (int64_t i = 0; i < s.pairs * 16; ++i) {
+        w[t * s.w_page + j * s.w_block_stride + i] =
+            RandomBf16(specials) | uint32_t{RandomBf16(specials)} << 16;
+      }
     }
   }
   std::vector<Eigen::bfloat16> x(x_bits.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = Eigen::numext::bit_cast<Eigen::bfloat16>(x_bits[i]);
   for (size_t i = 0; i < acc.data.size(); ++i) {
-    if (acc.target[i]) acc.data[i] = RandomAcc(specials);
+    // Sums the call overwrites start as NaN: they must not be read.
+    if (acc.target[i]) acc.data[i] = s.overwrite ? Poison<float>() : RandomAcc(specials);
   }
   const std::vector<uint32_t> w0 = w;
   const std::vector<float> before = acc.data;
 
-  const cpu::Bf16PairOperands o{x.data(),         r.pixel_stride,   s.pair_stride, s.pairs,
-                                w.data(),         s.w_block_stride, s.blocks,      acc.start(),
-                                r.acc_stride,     r.rows,           r.run,         r.x_line_stride,
-                                r.acc_line_stride};
+  cpu::Bf16PairOperands o{x.data(),         r.pixel_stride,   s.pair_stride, s.pairs,
+                          w.data(),         s.w_block_stride, s.blocks,      acc.start(),
+                          r.acc_stride,     r.rows,           r.run,         r.x_line_stride,
+                          r.acc_line_stride};
+  if (s.taps != 1 || s.overwrite) {
+    o.taps = s.taps;
+    o.x_taps = x_taps.data();
+    o.w_taps = w_taps.data();
+    o.overwrite = s.overwrite;
+  }
   kernel(o);
 
   bool reported = false;
@@ -723,6 +749,25 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
           if (CheckPairs(kernel, MakeTileShape(blocks, lines, run, pairs), Chance(20), !amx)) {
             ++calls;
           }
+        }
+      }
+    }
+    // Several taps per call (or none), summed onto the sums or overwriting
+    // them, in both row layouts.
+    for (const int64_t taps : {0, 1, 2, 3, 9}) {
+      for (const bool overwrite : {false, true}) {
+        for (int i = 0; i < 12; ++i) {
+          const int64_t pairs = kTilePairs[Uniform(0, std::size(kTilePairs) - 1)];
+          PairShape s =
+              i % 3 == 0 ? MakePairShape(0, blocks, Uniform(0, kMaxRows), pairs)
+                         : MakeTileShape(blocks, Uniform(1, 3),
+                                         i % 3 == 1 ? 16 * Uniform(1, 4) : Uniform(1, 40), pairs);
+          s.taps = taps;
+          s.overwrite = overwrite;
+          s.x_page = s.r.MaxX() + 2 * pairs + 2 + Uniform(0, 3);
+          s.w_page = blocks * s.w_block_stride + Uniform(0, 3);
+          where = std::string(table.isa) + " bf16 pair (taps)";
+          if (CheckPairs(kernel, s, Chance(20), !amx)) ++calls;
         }
       }
     }

@@ -247,79 +247,86 @@ void DepthwiseRun(const cpu::DepthwiseInputOperands<Acc>& o,
 
 // The depthwise path: acc[pixel][g] = the sum over the taps reaching the
 // pixel of dy[the pixel it reads][g] * filter[kh][kw][g], written once per
-// pixel, so the tile needs no zeroing. Per tile row and column phase (the
-// pixels w, w + stride_cols, ...) each tap column kw of the phase feeds an
-// interval of them; cut at the intervals' ends, the phase falls into runs
-// whose taps are the same, one micro-kernel call each (no taps: zeros). The
-// taps come kh-major, the order the other paths sum in.
-template <typename Acc>
-struct DepthwiseScratch {
-  struct Column {
-    int64_t kw, ow0, lo, hi;  // pixel j of the phase reads ow0 + j, for j in [lo, hi)
-  };
-  std::vector<Column> columns;
-  std::vector<int64_t> cuts;
-  std::vector<const Acc*> taps;  // the run's x pointers, then its w pointers
-};
-
+// pixel, so the tile needs no zeroing: one micro-kernel call per line of
+// each TapRun (no taps: zeros), the taps in the order the other paths sum.
 template <typename Acc>
 void AccumulateDepthwise(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t,
                          const DyPanel<Acc>& dy, const Acc* packed,
-                         cpu::DepthwiseInputKernel<Acc> kernel, DepthwiseScratch<Acc>* s) {
-  const TileRegion& r = t.region;
-  const int64_t channels = p.groups, sc = p.stride_cols;
-  const int64_t max_taps = p.filter_rows * p.filter_cols;
-  s->taps.resize(static_cast<size_t>(2 * max_taps));
-  const Acc** x = s->taps.data();
-  const Acc** w = x + max_taps;
-  auto& columns = s->columns;
-  auto& cuts = s->cuts;
+                         cpu::DepthwiseInputKernel<Acc> kernel, cpu::TapRunScratch* s,
+                         std::vector<const Acc*>* pointers) {
+  const int64_t channels = p.groups, taps = p.filter_rows * p.filter_cols;
+  pointers->resize(static_cast<size_t>(2 * taps));
+  const Acc** x = pointers->data();
+  const Acc** w = x + taps;
   cpu::DepthwiseInputOperands<Acc> o;
   o.x = x;
   o.w = w;
   o.x_stride = channels;
-  o.acc_stride = sc * plan.row_length;
+  o.acc_stride = p.stride_cols * plan.row_length;
   o.channels = channels;
-  for (int64_t h = r.h_begin; h < r.h_end; ++h) {
-    Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
-    for (int64_t q = 0; q < std::min(sc, r.w_end - r.w_begin); ++q) {
-      const int64_t w0 = r.w_begin + q;
-      const int64_t count = (r.w_end - w0 + sc - 1) / sc;
-      columns.clear();
-      cuts.assign({0, count});
-      for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
-        const int64_t at = w0 + p.pad_left - kw * p.dilation_cols;
-        if (cpu::FloorDiv(at, sc) * sc != at) continue;
-        const int64_t ow0 = cpu::FloorDiv(at, sc);
-        const int64_t lo = std::clamp<int64_t>(-ow0, 0, count);
-        const int64_t hi = std::clamp<int64_t>(p.out_cols - ow0, lo, count);
-        if (lo == hi) continue;
-        columns.push_back({kw, ow0, lo, hi});
-        cuts.push_back(lo);
-        cuts.push_back(hi);
-      }
-      std::sort(cuts.begin(), cuts.end());
-      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-      for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-        const int64_t j0 = cuts[k], j1 = cuts[k + 1];
-        o.taps = 0;
-        for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
-          const int64_t at = h + p.pad_top - kh * p.dilation_rows;
-          const int64_t oh = cpu::FloorDiv(at, p.stride_rows);
-          if (oh * p.stride_rows != at || oh < 0 || oh >= p.out_rows) continue;
-          for (const auto& c : columns) {
-            if (c.lo > j0 || c.hi < j1) continue;
-            x[o.taps] = dy.Pixel(oh, c.ow0 + j0, channels);
-            w[o.taps] = packed + (kh * p.filter_cols + c.kw) * channels;
-            ++o.taps;
-          }
-        }
-        o.acc = row + (w0 - r.w_begin + j0 * sc) * plan.row_length;
-        o.pixels = j1 - j0;
-        DepthwiseRun(o, kernel);
-      }
+  cpu::ForEachTapRun(p, t.region, s, [&](const cpu::TapRun& run) {
+    o.taps = run.taps;
+    o.pixels = run.pixels;
+    for (int64_t i = 0; i < run.taps; ++i) {
+      w[i] = packed + (run.tap[i].kh * p.filter_cols + run.tap[i].kw) * channels;
     }
-  }
+    for (int64_t line = 0; line < run.lines; ++line) {
+      for (int64_t i = 0; i < run.taps; ++i) {
+        x[i] = dy.Pixel(run.tap[i].oh + line, run.tap[i].ow, channels);
+      }
+      o.acc = t.acc + (run.h0 + line * p.stride_rows - t.region.h_begin) * t.row_stride +
+              (run.w0 - t.region.w_begin) * plan.row_length;
+      DepthwiseRun(o, kernel);
+    }
+  });
+}
+
+// The pair path on AMX (plan.tap_runs): per TapRun and group, one call per
+// pair of channel blocks that sums every tap of the run into the tile
+// products' accumulators before they are stored, instead of loading and
+// storing them once per tap; the sums start at zero, so the tile needs no
+// zeroing either.
+template <typename T>
+void AccumulateTapRuns(const ConvProblem& p, const CpuInputPlan& plan, const Tile<float>& t,
+                       const DyPanel<T>& dy, const uint32_t* packed, cpu::Bf16PairKernel kernel,
+                       cpu::TapRunScratch* s, std::vector<int64_t>* offsets) {
+  const int64_t cog = p.out_depth_per_group(), taps = p.filter_rows * p.filter_cols;
+  const int64_t packed_block = cog / 2 * plan.block;
+  const int64_t packed_tap = plan.blocks * packed_block;
+  offsets->resize(static_cast<size_t>(2 * taps));
+  int64_t* x_taps = offsets->data();
+  int64_t* w_taps = x_taps + taps;
+  cpu::Bf16PairOperands o;
+  cpu::Bf16PairKernelCall::SetReduction(cog / 2, 2, &o);
+  o.w_block_stride = packed_block;
+  o.x_line_stride = dy.cols * p.out_depth;
+  o.acc_line_stride = p.stride_rows * t.row_stride;
+  o.x_taps = x_taps;
+  o.w_taps = w_taps;
+  o.overwrite = true;
+  const T* base = dy.Pixel(dy.row0, dy.col0, p.out_depth);
+  cpu::ForEachTapRun(p, t.region, s, [&](const cpu::TapRun& run) {
+    for (int64_t i = 0; i < run.taps; ++i) {
+      x_taps[i] = dy.Pixel(run.tap[i].oh, run.tap[i].ow, p.out_depth) - base;
+      w_taps[i] = (run.tap[i].kh * p.filter_cols + run.tap[i].kw) * packed_tap;
+    }
+    o.taps = run.taps;
+    o.run = run.pixels;
+    o.rows = run.lines * run.pixels;
+    // A run one pixel wide (an edge column) goes down its lines instead, so
+    // that they fill the tile products' rows: lines one stride apart.
+    const bool column = run.pixels == 1 && run.lines > 1;
+    o.pixel_stride = column ? dy.cols * p.out_depth : p.out_depth;
+    o.acc_stride = column ? p.stride_rows * t.row_stride : p.stride_cols * plan.row_length;
+    if (column) o.run = run.lines;
+    float* acc = t.acc + (run.h0 - t.region.h_begin) * t.row_stride +
+                 (run.w0 - t.region.w_begin) * plan.row_length;
+    for (int64_t g = 0; g < p.groups; ++g) {
+      o.x = reinterpret_cast<const Eigen::bfloat16*>(base) + g * cog;
+      cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, packed + g * taps * packed_tap,
+                          acc + g * plan.blocks * plan.block, plan.blocks, plan.block, &o);
+    }
+  });
 }
 
 // The depthwise micro-kernel for a depthwise plan and a floating-point Acc,
@@ -422,13 +429,15 @@ class BackpropInputTask {
   struct Scratch {
     std::vector<Acc> tile, panel;
     std::vector<T> raw_panel;
-    std::vector<float> z;  // the scatter path's products of one row
-    std::vector<Acc> row;  // StoreTile's gathered row
-    DepthwiseScratch<Acc> depthwise;
+    std::vector<float> z;              // the scatter path's products of one row
+    std::vector<Acc> row;              // StoreTile's gathered row
+    cpu::TapRunScratch runs;           // the depthwise and tap-run paths
+    std::vector<const Acc*> pointers;  // the depthwise path's tap operands
+    std::vector<int64_t> offsets;      // the tap-run path's tap offsets
   };
 
   // Locates task `task`'s tile and zeroes its accumulators (except on the
-  // depthwise path, which writes every one): a window of the output when
+  // depthwise and tap-run paths, which write every one): a window of the output when
   // accumulating in place, else the separate tile buffer.
   Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
     TileRegion r;
@@ -439,7 +448,7 @@ class BackpropInputTask {
     r.h_end = std::min(p_.in_rows, r.h_begin + plan_.tile_rows);
     r.w_begin = col_tile * plan_.tile_cols;
     r.w_end = std::min(p_.in_cols, r.w_begin + plan_.tile_cols);
-    const bool zero = plan_.path != Path::kDepthwise;
+    const bool zero = plan_.path != Path::kDepthwise && !plan_.tap_runs;
     if (!plan_.accumulate_in_place) {
       if (zero) std::fill(buffer->begin(), buffer->end(), Acc(0));
       return {r, buffer->data(), plan_.tile_cols * plan_.row_length};
@@ -463,6 +472,12 @@ class BackpropInputTask {
                           pair_kernel_, &s->z);
         return;
       }
+      if (plan_.tap_runs) {
+        AccumulateTapRuns(p_, plan_, t, PanelFor(t, &s->raw_panel),
+                          static_cast<const uint32_t*>(packed_), pair_kernel_, &s->runs,
+                          &s->offsets);
+        return;
+      }
       if (plan_.path == Path::kBf16Pairs) {
         AccumulateDense(p_, plan_, t, PanelFor(t, &s->raw_panel),
                         static_cast<const uint32_t*>(packed_),
@@ -473,7 +488,7 @@ class BackpropInputTask {
     const DyPanel<Acc> dy = PanelFor(t, &s->panel);
     const Acc* packed = static_cast<const Acc*>(packed_);
     if (plan_.path == Path::kDepthwise) {
-      AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_, &s->depthwise);
+      AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_, &s->runs, &s->pointers);
     } else {
       AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
     }

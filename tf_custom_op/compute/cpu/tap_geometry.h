@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "tf_custom_op/compute/conv2d_problem.h"
 
@@ -76,6 +77,101 @@ void ForEachTap(const ConvProblem& p, const TileRegion& tile, int64_t row_stride
       }
       f(TapLines{kh, kw, cols.n, rows.n, rows.first, cols.first,
                  (rows.i0 - tile.h_begin) * row_stride + (cols.i0 - tile.w_begin) * pixel_stride});
+    }
+  }
+}
+
+// One tap of a TapRun: filter tap (kh, kw), which the run's first pixel
+// reads at out_backprop pixel (oh, ow).
+struct RunTap {
+  int64_t kh, kw, oh, ow;
+};
+
+// Pixels of a tile that the same taps reach: `lines` output rows h0, h0 +
+// stride_rows, ... of `pixels` columns each, w0, w0 + stride_cols, ...;
+// pixel j of line l reads out_backprop pixel (tap[i].oh + l, tap[i].ow + j)
+// through tap i. Taps in ForEachTap's order (kh-major).
+struct TapRun {
+  int64_t h0, lines, w0, pixels, taps;
+  const RunTap* tap;
+};
+
+// What ForEachTapRun reuses from call to call.
+struct TapRunScratch {
+  struct Column {
+    int64_t kw, ow0, lo, hi;  // pixel j of the phase reads ow0 + j, for j in [lo, hi)
+  };
+  std::vector<int64_t> rows, next;  // (kh, oh) pairs of a row's tap rows
+  std::vector<Column> columns;
+  std::vector<int64_t> cuts;
+  std::vector<RunTap> taps;
+};
+
+// The tap rows (kh, oh) that reach output row h, in order of kh.
+inline void TapRowsOf(const ConvProblem& p, int64_t h, std::vector<int64_t>* out) {
+  out->clear();
+  for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+    const int64_t at = h + p.pad_top - kh * p.dilation_rows;
+    const int64_t oh = FloorDiv(at, p.stride_rows);
+    if (oh * p.stride_rows != at || oh < 0 || oh >= p.out_rows) continue;
+    out->push_back(kh);
+    out->push_back(oh);
+  }
+}
+
+// Calls f(TapRun) for runs that cover every pixel of `tile` exactly once.
+// Per row phase, consecutive rows with the same filter rows form a run's
+// lines; per column phase each tap column covers an interval of the
+// phase's pixels, and the phase is cut at the intervals' ends into pieces
+// the same taps reach (a piece no tap reaches comes with no taps).
+template <typename F>
+void ForEachTapRun(const ConvProblem& p, const TileRegion& tile, TapRunScratch* s, F&& f) {
+  const int64_t sr = p.stride_rows, sc = p.stride_cols;
+  const int64_t width = tile.w_end - tile.w_begin;
+  for (int64_t ph = 0; ph < std::min(sr, tile.h_end - tile.h_begin); ++ph) {
+    int64_t h = tile.h_begin + ph;
+    TapRowsOf(p, h, &s->rows);
+    while (h < tile.h_end) {
+      int64_t lines = 1;
+      for (; h + lines * sr < tile.h_end; ++lines) {
+        TapRowsOf(p, h + lines * sr, &s->next);
+        bool same = s->next.size() == s->rows.size();
+        for (size_t i = 0; same && i < s->rows.size(); i += 2) same = s->next[i] == s->rows[i];
+        if (!same) break;
+      }
+      for (int64_t q = 0; q < std::min(sc, width); ++q) {
+        const int64_t w0 = tile.w_begin + q;
+        const int64_t count = (tile.w_end - w0 + sc - 1) / sc;
+        s->columns.clear();
+        s->cuts.assign({0, count});
+        for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+          const int64_t at = w0 + p.pad_left - kw * p.dilation_cols;
+          const int64_t ow0 = FloorDiv(at, sc);
+          if (ow0 * sc != at) continue;
+          const int64_t lo = std::clamp<int64_t>(-ow0, 0, count);
+          const int64_t hi = std::clamp<int64_t>(p.out_cols - ow0, lo, count);
+          if (lo == hi) continue;
+          s->columns.push_back({kw, ow0, lo, hi});
+          s->cuts.push_back(lo);
+          s->cuts.push_back(hi);
+        }
+        std::sort(s->cuts.begin(), s->cuts.end());
+        s->cuts.erase(std::unique(s->cuts.begin(), s->cuts.end()), s->cuts.end());
+        for (size_t k = 0; k + 1 < s->cuts.size(); ++k) {
+          const int64_t j0 = s->cuts[k], j1 = s->cuts[k + 1];
+          s->taps.clear();
+          for (size_t i = 0; i < s->rows.size(); i += 2) {
+            for (const auto& c : s->columns) {
+              if (c.lo <= j0 && j1 <= c.hi)
+                s->taps.push_back({s->rows[i], c.kw, s->rows[i + 1], c.ow0 + j0});
+            }
+          }
+          f(TapRun{h, lines, w0 + j0 * sc, j1 - j0, static_cast<int64_t>(s->taps.size()),
+                   s->taps.data()});
+        }
+      }
+      h += lines * sr;
+      s->rows.swap(s->next);  // the row that ended the run (unused past the tile)
     }
   }
 }

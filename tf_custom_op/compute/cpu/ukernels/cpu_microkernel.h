@@ -69,6 +69,12 @@ TapKernel<Acc> SelectTapKernel(int64_t block);
 // rule). Deterministic like the others. With AMX (SelectBf16PairKernel under
 // "amx"), calls in the input gradient's layout run as TDPBF16PS tile
 // products (the same pairs in the same order, chunks of 16 pairs).
+//
+// A call may also sum several taps into its rows: tap t reads x +
+// x_taps[t] and w + w_taps[t] in place of x and w, the taps one after
+// another (x_taps and w_taps null: one tap, no offsets), and with
+// `overwrite` the sums start at zero instead of acc's values (no taps:
+// zeros).
 struct Bf16PairOperands {
   const Eigen::bfloat16* x;
   int64_t pixel_stride, pair_stride, pairs;
@@ -77,6 +83,10 @@ struct Bf16PairOperands {
   float* acc;
   int64_t acc_stride;
   int64_t rows, run, x_line_stride, acc_line_stride;
+  int64_t taps = 1;
+  const int64_t* x_taps = nullptr;
+  const int64_t* w_taps = nullptr;
+  bool overwrite = false;
 };
 using Bf16PairKernel = void (*)(const Bf16PairOperands& operands);
 

@@ -379,7 +379,33 @@ inline void PairRowsAllBlocks(const Bf16PairOperands& o, int64_t r, int64_t end)
   for (; j < o.blocks; ++j) PairRows<1>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
 }
 
-void AccumulatePairs(const Bf16PairOperands& o) { PairRowsAllBlocks(o, 0, o.rows); }
+// Tap t's offsets into x and w (see Bf16PairOperands).
+inline int64_t TapX(const Bf16PairOperands& o, int64_t t) {
+  return o.x_taps != nullptr ? o.x_taps[t] : 0;
+}
+inline int64_t TapW(const Bf16PairOperands& o, int64_t t) {
+  return o.w_taps != nullptr ? o.w_taps[t] : 0;
+}
+
+// Rows [r, end) of every block with the call's taps, VDPBF16PS: where the
+// call overwrites, the rows' sums zeroed first; then each tap's pairs
+// added, tap after tap.
+inline void PairRowsTaps(const Bf16PairOperands& o, int64_t r, int64_t end) {
+  if (o.overwrite) {
+    for (int64_t i = r; i < end; ++i) {
+      float* a = o.acc + i / o.run * o.acc_line_stride + i % o.run * o.acc_stride;
+      std::fill(a, a + 16 * o.blocks, 0.0f);
+    }
+  }
+  for (int64_t t = 0; t < o.taps; ++t) {
+    Bf16PairOperands one = o;
+    one.x += TapX(o, t);
+    one.w += TapW(o, t);
+    PairRowsAllBlocks(one, r, end);
+  }
+}
+
+void AccumulatePairs(const Bf16PairOperands& o) { PairRowsTaps(o, 0, o.rows); }
 
 // The same sums on AMX tiles (TDPBF16PS) where the pairs are adjacent (the
 // input gradient's layout: x rows are pixels, a pair is two neighbouring
@@ -428,26 +454,34 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void AmxGroup(const Bf16Pair
   float* acc = o.acc + line * o.acc_line_stride + first * o.acc_stride;
   for (int64_t j = j0; j < j1; j += 2) {
     const bool two = j + 1 < j1;
-    const uint32_t* w0 = o.w + j * o.w_block_stride;
-    const uint32_t* w1 = w0 + o.w_block_stride;
-    _tile_loadd(0, acc + 16 * j, acc_step);
-    if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
-    for (int64_t k = 0; k < (rest_only ? 0 : chunks); ++k) {
-      _tile_loadd(2, x + 32 * k, x_step);
-      _tile_loadd(3, w0 + 256 * k, 64);
-      _tile_dpbf16ps(0, 2, 3);
-      if (two) {
-        _tile_loadd(4, w1 + 256 * k, 64);
-        _tile_dpbf16ps(1, 2, 4);
-      }
+    if (o.overwrite && !rest_only) {
+      _tile_zero(0);
+      if (two) _tile_zero(1);
+    } else {
+      _tile_loadd(0, acc + 16 * j, acc_step);
+      if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
     }
-    if (rest != 0) {
-      _tile_loadd(5, x + 32 * chunks, x_step);
-      _tile_loadd(6, w0 + 256 * chunks, 64);
-      _tile_dpbf16ps(0, 5, 6);
-      if (two) {
-        _tile_loadd(7, w1 + 256 * chunks, 64);
-        _tile_dpbf16ps(1, 5, 7);
+    for (int64_t t = 0; t < o.taps; ++t) {
+      const Eigen::bfloat16* xt = x + TapX(o, t);
+      const uint32_t* w0 = o.w + j * o.w_block_stride + TapW(o, t);
+      const uint32_t* w1 = w0 + o.w_block_stride;
+      for (int64_t k = 0; k < (rest_only ? 0 : chunks); ++k) {
+        _tile_loadd(2, xt + 32 * k, x_step);
+        _tile_loadd(3, w0 + 256 * k, 64);
+        _tile_dpbf16ps(0, 2, 3);
+        if (two) {
+          _tile_loadd(4, w1 + 256 * k, 64);
+          _tile_dpbf16ps(1, 2, 4);
+        }
+      }
+      if (rest != 0) {
+        _tile_loadd(5, xt + 32 * chunks, x_step);
+        _tile_loadd(6, w0 + 256 * chunks, 64);
+        _tile_dpbf16ps(0, 5, 6);
+        if (two) {
+          _tile_loadd(7, w1 + 256 * chunks, 64);
+          _tile_dpbf16ps(1, 5, 7);
+        }
       }
     }
     _tile_stored(0, acc + 16 * j, acc_step);
@@ -478,21 +512,32 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void AmxSquare(const Bf16Pai
   const Eigen::bfloat16* x1 = o.x + line1 * o.x_line_stride + first1 * o.pixel_stride;
   float* acc0 = o.acc + line0 * o.acc_line_stride + first0 * o.acc_stride + 16 * j;
   float* acc1 = o.acc + line1 * o.acc_line_stride + first1 * o.acc_stride + 16 * j;
-  const uint32_t* w0 = o.w + j * o.w_block_stride;
-  const uint32_t* w1 = w0 + o.w_block_stride;
-  _tile_loadd(0, acc0, acc_step);
-  _tile_loadd(1, acc0 + 16, acc_step);
-  _tile_loadd(2, acc1, acc_step);
-  _tile_loadd(3, acc1 + 16, acc_step);
-  for (int64_t k = 0; k < o.pairs / 16; ++k) {
-    _tile_loadd(4, x0 + 32 * k, x_step);
-    _tile_loadd(6, w0 + 256 * k, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, w1 + 256 * k, 64);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, x1 + 32 * k, x_step);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+  if (o.overwrite) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    _tile_loadd(0, acc0, acc_step);
+    _tile_loadd(1, acc0 + 16, acc_step);
+    _tile_loadd(2, acc1, acc_step);
+    _tile_loadd(3, acc1 + 16, acc_step);
+  }
+  for (int64_t t = 0; t < o.taps; ++t) {
+    const Eigen::bfloat16* x0t = x0 + TapX(o, t);
+    const Eigen::bfloat16* x1t = x1 + TapX(o, t);
+    const uint32_t* w0 = o.w + j * o.w_block_stride + TapW(o, t);
+    const uint32_t* w1 = w0 + o.w_block_stride;
+    for (int64_t k = 0; k < o.pairs / 16; ++k) {
+      _tile_loadd(4, x0t + 32 * k, x_step);
+      _tile_loadd(6, w0 + 256 * k, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(7, w1 + 256 * k, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(5, x1t + 32 * k, x_step);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, acc0, acc_step);
   _tile_stored(1, acc0 + 16, acc_step);
@@ -511,12 +556,15 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperand
   if (o.x_line_stride == o.run * o.pixel_stride && o.acc_line_stride == o.run * o.acc_stride) {
     o.run = o.rows;
   }
-  const int64_t m = std::min<int64_t>(16, o.run), tail = o.run % m;
+  const int64_t m = std::min<int64_t>(16, o.run), tail = o.run % m, rest = o.pairs % 16;
   const int64_t lines = o.rows / o.run, last = o.rows % o.run;  // whole lines, partial one
   // With groups of 16 rows, the groups in order (line by line) go two at a
   // time on AmxSquare, two blocks at a time, their last pairs % 16 pairs
   // below; an odd last group and every other row as before.
-  const bool square = o.pairs >= 16 && m == 16 && o.blocks >= 2;
+  // (With several taps and a partial last chunk the square pass would sum
+  // every tap's whole chunks before the partial ones, another order than
+  // AmxGroup's: those calls take AmxGroup alone.)
+  const bool square = o.pairs >= 16 && m == 16 && o.blocks >= 2 && (o.taps == 1 || rest == 0);
   const int64_t square_blocks = square ? o.blocks / 2 * 2 : 0;
   const int64_t groups = lines * (o.run / 16) + last / 16;
   const int64_t paired = square ? groups / 2 * 2 : 0;
@@ -549,7 +597,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperand
     for (int64_t line = 0; line < lines; ++line) AmxGroup(o, line, o.run - tail);
   }
   _tile_release();
-  if (last % m != 0) PairRowsAllBlocks(o, lines * o.run + last / m * m, o.rows);
+  if (last % m != 0) PairRowsTaps(o, lines * o.run + last / m * m, o.rows);
 }
 #endif
 
