@@ -280,13 +280,14 @@ bool WideDepthwiseProblem(ct::ConvProblem* p) {
                     {Uniform(1, 4), Uniform(1, 4)}, Uniform(200, 600), 1, 1, p);
 }
 
-// A bfloat16 input gradient for the pair path (even out channels per group;
-// 16 or more input channels where one NHWC group would take the scatter
-// path) with rows wide enough for the AMX tap runs (kMinTapRunPixels per
-// column phase): their 16-pixel groups, lines of several rows, and edges.
-bool PairProblem(ct::ConvProblem* p) {
+// An input gradient whose rows are wide enough for the tap runs
+// (kMinTapRunPixels per column phase): their lines of several rows, runs
+// wider than a register or AMX tile, and edges. Even out channels per group
+// and 16 or more input channels (so that bfloat16 takes the pair path, not
+// the scatter path), half the time whole chunks of 16 pairs (the AMX
+// kernel's square pass).
+bool TapRunProblem(ct::ConvProblem* p) {
   const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 3) == 0);
-  // Half the time whole chunks of 16 pairs (the AMX kernel's square pass).
   const int64_t cog = Uniform(0, 1) == 0 ? 32 * Uniform(1, 2) : 2 * Uniform(1, 20);
   const int64_t stride_cols = attrs.strides[attrs.data_format == ct::DataFormat::kNHWC ? 2 : 3];
   const int64_t cols = ct::cpu::kMinTapRunPixels * stride_cols + Uniform(0, 40);
@@ -584,22 +585,36 @@ int main(int argc, char** argv) {
   }
   std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
   (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
-  // bfloat16 input gradients of the pair path; where the chosen instruction
-  // set has AMX, each one with elements must take the tap runs.
-  int tap_runs = 0, pair_problems = 0;
-  for (int i = 0; i < 60; ++i) {
+  // Input gradients with rows wide enough for the tap runs, in every type:
+  // each one with elements must take them on the generic path and, where
+  // the chosen instruction set has AMX, on the bfloat16 pair path.
+  int tap_runs = 0, wanted = 0;
+  for (int i = 0; i < 100; ++i) {
     ct::ConvProblem p;
-    if (!PairProblem(&p)) continue;
+    if (!TapRunProblem(&p)) continue;
+    const int kind = i % 5;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
     const ct::cpu::CpuInputPlan plan =
-        ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen());
-    pair_problems += p.input_elements() != 0 && p.out_backprop_elements() != 0;
+        kind == 0   ? ct::cpu::PlanCpuBackpropInput<float>(p, isa)
+        : kind == 1 ? ct::cpu::PlanCpuBackpropInput<double>(p, isa)
+        : kind == 2 ? ct::cpu::PlanCpuBackpropInput<Eigen::half>(p, isa)
+        : kind == 3 ? ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, isa)
+                    : ct::cpu::PlanCpuBackpropInput<int32_t>(p, isa);
+    const bool elements = p.input_elements() != 0 && p.out_backprop_elements() != 0;
+    const bool want = elements && (plan.path == ct::cpu::Path::kGeneric ||
+                                   (plan.path == ct::cpu::Path::kBf16Pairs && isa.amx));
+    wanted += want;
     tap_runs += plan.tap_runs;
-    (RunBackpropInput<Eigen::bfloat16>(p, 1e-2) ? passed : failed)++;
+    const bool ok =
+        plan.tap_runs == want && (kind == 0   ? RunBackpropInput<float>(p, 1e-6)
+                                  : kind == 1 ? RunBackpropInput<double>(p, 1e-12)
+                                  : kind == 2 ? RunBackpropInput<Eigen::half>(p, 1e-3)
+                                  : kind == 3 ? RunBackpropInput<Eigen::bfloat16>(p, 1e-2)
+                                              : RunBackpropInput<int32_t>(p, 0));
+    (ok ? passed : failed)++;
   }
-  std::printf("bfloat16 tap runs: %d of %d pair-path problems with elements\n", tap_runs,
-              pair_problems);
-  const bool amx = ct::cpu::IsaFacts::Chosen().amx;
-  (pair_problems >= 40 && tap_runs == (amx ? pair_problems : 0) ? passed : failed)++;
+  std::printf("tap runs: %d problems, %d of them expected\n", tap_runs, wanted);
+  (wanted >= 60 ? passed : failed)++;
   // Depthwise input gradients whose tiles split rows, in every type; at
   // least half of those with elements must take several tiles across.
   int split_rows = 0, depthwise = 0;

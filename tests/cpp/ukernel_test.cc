@@ -229,16 +229,21 @@ RowLayout MakeRows(int kind, int64_t rows, int64_t width, int64_t dense_pixel_st
 struct TapShape {
   int64_t block, blocks, channels, channel_stride, w_step, w_block_stride;
   RowLayout r;
+  // The call's taps (tap t's x and w start t pages on) and whether it
+  // overwrites the sums; taps 1 without overwrite passes no offsets.
+  int64_t taps = 1, x_page = 0, w_page = 0;
+  bool overwrite = false;
 };
 
 std::string Describe(const TapShape& s) {
-  char text[140];
+  char text[180];
   std::snprintf(text, sizeof(text),
                 "block=%lld blocks=%lld channels=%lld channel_stride=%lld w_step=%lld "
-                "w_block_stride=%lld ",
+                "w_block_stride=%lld taps=%lld%s ",
                 static_cast<long long>(s.block), static_cast<long long>(s.blocks),
                 static_cast<long long>(s.channels), static_cast<long long>(s.channel_stride),
-                static_cast<long long>(s.w_step), static_cast<long long>(s.w_block_stride));
+                static_cast<long long>(s.w_step), static_cast<long long>(s.w_block_stride),
+                static_cast<long long>(s.taps), s.overwrite ? " overwrite" : "");
   return text + Describe(s.r);
 }
 
@@ -292,9 +297,12 @@ bool TapSumMatches(const TapShape& s, const std::vector<A>& x, const std::vector
   const RowLayout& r = s.r;
   if (exact) {
     // The definition's order (any order gives these bits here).
-    A want = before;
-    for (int64_t k = 0; k < s.channels; ++k) {
-      want += x[r.X(i) + k * s.channel_stride] * w[j * s.w_block_stride + k * s.w_step + c];
+    A want = s.overwrite ? A(0) : before;
+    for (int64_t t = 0; t < s.taps; ++t) {
+      for (int64_t k = 0; k < s.channels; ++k) {
+        want += x[t * s.x_page + r.X(i) + k * s.channel_stride] *
+                w[t * s.w_page + j * s.w_block_stride + k * s.w_step + c];
+      }
     }
     // == takes -0 and +0 as equal: a row the kernel sums alone keeps four
     // partial sums that start at +0, so acc = -0 plus products of -0 ends
@@ -311,14 +319,19 @@ bool TapSumMatches(const TapShape& s, const std::vector<A>& x, const std::vector
   // the final add to acc), so the error is at most gamma(channels + 2) * sum
   // |terms| < (channels + 2) * eps * sum |terms|. For float that is ~1e-7
   // relative, for double ~1e-16: a kernel summing in a narrower type fails it.
-  long double want = before, magnitude = std::fabs(static_cast<long double>(want));
-  for (int64_t k = 0; k < s.channels; ++k) {
-    const long double p = static_cast<long double>(x[r.X(i) + k * s.channel_stride]) *
-                          static_cast<long double>(w[j * s.w_block_stride + k * s.w_step + c]);
-    want += p;
-    magnitude += std::fabs(p);
+  long double want = s.overwrite ? 0.0L : before;
+  long double magnitude = std::fabs(want);
+  for (int64_t t = 0; t < s.taps; ++t) {
+    for (int64_t k = 0; k < s.channels; ++k) {
+      const long double p =
+          static_cast<long double>(x[t * s.x_page + r.X(i) + k * s.channel_stride]) *
+          static_cast<long double>(w[t * s.w_page + j * s.w_block_stride + k * s.w_step + c]);
+      want += p;
+      magnitude += std::fabs(p);
+    }
   }
-  const long double bound = (s.channels + 2) * std::numeric_limits<A>::epsilon() * magnitude;
+  const long double bound =
+      (s.taps * s.channels + 2) * std::numeric_limits<A>::epsilon() * magnitude;
   const long double error = std::fabs(static_cast<long double>(got) - want);
   if (error <= bound) return true;
   Fail("row %lld block %lld lane %lld: got %.17g, want %.17Lg (error %Lg > bound %Lg)",
@@ -343,33 +356,51 @@ bool CheckTap(cpu::TapKernel<A> kernel, const TapShape& s, bool exact) {
   // x and w sized exactly (at least one element: the kernel still forms
   // pointers into them), NaN where the call must not read.
   const bool any = r.rows > 0 && s.channels > 0;
-  std::vector<A> x(any ? r.MaxX() + (s.channels - 1) * s.channel_stride + 1 : 1);
-  std::vector<A> w(s.channels > 0
-                       ? (s.blocks - 1) * s.w_block_stride + (s.channels - 1) * s.w_step + s.block
-                       : 1);
+  const int64_t pages = std::max<int64_t>(s.taps, 1);
+  std::vector<A> x((any ? r.MaxX() + (s.channels - 1) * s.channel_stride + 1 : 1) +
+                   (pages - 1) * s.x_page);
+  std::vector<A> w((s.channels > 0
+                        ? (s.blocks - 1) * s.w_block_stride + (s.channels - 1) * s.w_step + s.block
+                        : 1) +
+                   (pages - 1) * s.w_page);
   for (A& v : x) v = Poison<A>();
   for (A& v : w) v = Poison<A>();
-  for (int64_t i = 0; i < r.rows; ++i) {
-    for (int64_t k = 0; k < s.channels; ++k) {
-      x[r.X(i) + k * s.channel_stride] = exact ? ExactValue<A>(0) : FullValue<A>();
+  std::vector<int64_t> x_taps, w_taps;
+  for (int64_t t = 0; t < s.taps; ++t) {
+    x_taps.push_back(t * s.x_page);
+    w_taps.push_back(t * s.w_page);
+    for (int64_t i = 0; i < r.rows; ++i) {
+      for (int64_t k = 0; k < s.channels; ++k) {
+        x[t * s.x_page + r.X(i) + k * s.channel_stride] = exact ? ExactValue<A>(0) : FullValue<A>();
+      }
     }
-  }
-  for (int64_t j = 0; j < s.blocks; ++j) {
-    for (int64_t k = 0; k < s.channels; ++k) {
-      for (int64_t c = 0; c < s.block; ++c) {
-        w[j * s.w_block_stride + k * s.w_step + c] = exact ? ExactValue<A>(1) : FullValue<A>();
+    for (int64_t j = 0; j < s.blocks; ++j) {
+      for (int64_t k = 0; k < s.channels; ++k) {
+        for (int64_t c = 0; c < s.block; ++c) {
+          w[t * s.w_page + j * s.w_block_stride + k * s.w_step + c] =
+              exact ? ExactValue<A>(1) : FullValue<A>();
+        }
       }
     }
   }
   for (size_t i = 0; i < acc.data.size(); ++i) {
-    if (acc.target[i]) acc.data[i] = exact ? ExactValue<A>(2) : FullValue<A>();
+    // Sums the call overwrites start as poison: they must not be read.
+    if (acc.target[i]) {
+      acc.data[i] = s.overwrite ? Poison<A>() : exact ? ExactValue<A>(2) : FullValue<A>();
+    }
   }
   const std::vector<A> x0 = x, w0 = w, before = acc.data;
 
-  const cpu::TapOperands<A> o{x.data(),        r.pixel_stride,   s.channel_stride, s.channels,
-                              w.data(),        s.w_step,         s.w_block_stride, s.blocks,
-                              acc.start(),     r.acc_stride,     r.rows,           r.run,
-                              r.x_line_stride, r.acc_line_stride};
+  cpu::TapOperands<A> o{x.data(),        r.pixel_stride,   s.channel_stride, s.channels,
+                        w.data(),        s.w_step,         s.w_block_stride, s.blocks,
+                        acc.start(),     r.acc_stride,     r.rows,           r.run,
+                        r.x_line_stride, r.acc_line_stride};
+  if (s.taps != 1 || s.overwrite) {
+    o.taps = s.taps;
+    o.x_taps = x_taps.data();
+    o.w_taps = w_taps.data();
+    o.overwrite = s.overwrite;
+  }
   kernel(o);
 
   bool ok = true;
@@ -426,6 +457,25 @@ void TapCase(cpu::TapKernel<A> kernel, const std::string& prefix, int kind, int6
   ++*calls;
 }
 
+// A case with several taps (or none), summed onto the sums or overwriting
+// them.
+template <typename A>
+void TapsCase(cpu::TapKernel<A> kernel, const std::string& prefix, int64_t block, int64_t blocks,
+              int64_t taps, bool overwrite, bool exact, int64_t* calls) {
+  for (int attempt = 0;; ++attempt) {
+    where = prefix + " (taps)";
+    const int64_t channels = kChannels[Uniform(0, std::size(kChannels) - 1)];
+    TapShape s = MakeTapShape(attempt < 20 ? static_cast<int>(Uniform(0, 2)) : 0, block, blocks,
+                              Uniform(0, kMaxRows), channels);
+    s.taps = taps;
+    s.overwrite = overwrite;
+    s.x_page = s.r.MaxX() + channels * s.channel_stride + Uniform(1, 3);
+    s.w_page = blocks * s.w_block_stride + channels * s.w_step + Uniform(0, 3);
+    if (CheckTap(kernel, s, exact)) break;
+  }
+  ++*calls;
+}
+
 template <typename A>
 int64_t TestTap(const cpu::UkernelTable& table, cpu::TapKernel<A> (*select)(int64_t)) {
   int64_t calls = 0;
@@ -443,6 +493,16 @@ int64_t TestTap(const cpu::UkernelTable& table, cpu::TapKernel<A> (*select)(int6
         for (const int64_t channels : kChannels) {
           for (int kind = 0; kind < 3; ++kind) {
             TapCase(kernel, prefix, kind, block, blocks, rows, channels, true, &calls);
+          }
+        }
+      }
+    }
+    for (int64_t blocks = 1; blocks <= cpu::kBlocksPerCall + 1; ++blocks) {
+      for (const int64_t taps : {0, 1, 2, 3, 9}) {
+        for (const bool overwrite : {false, true}) {
+          for (int i = 0; i < 6; ++i) {
+            const bool exact = !std::is_floating_point_v<A> || i % 2 == 0;
+            TapsCase(kernel, prefix, block, blocks, taps, overwrite, exact, &calls);
           }
         }
       }

@@ -10,7 +10,10 @@
 //   acc[run, block] += dy[run, :] * packed_filter[:, block],
 // that a register-blocked micro-kernel computes for all rows and columns of a
 // tile of output at once. One tile is one parallel task (tap_geometry.h has
-// the index arithmetic, plan.h the choice of path and tile size).
+// the index arithmetic, plan.h the choice of path and tile size). Where a
+// tile is wide enough, its pixels go instead in runs that the same taps
+// reach, and one call sums all of a run's taps before it stores anything
+// (plan.tap_runs); the depthwise path sums each pixel's taps the same way.
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
 
 #include <algorithm>
@@ -281,30 +284,32 @@ void AccumulateDepthwise(const ConvProblem& p, const CpuInputPlan& plan, const T
   });
 }
 
-// The pair path on AMX (plan.tap_runs): per TapRun and group, one call per
-// pair of channel blocks that sums every tap of the run into the tile
-// products' accumulators before they are stored, instead of loading and
-// storing them once per tap; the sums start at zero, so the tile needs no
-// zeroing either.
-template <typename T>
-void AccumulateTapRuns(const ConvProblem& p, const CpuInputPlan& plan, const Tile<float>& t,
-                       const DyPanel<T>& dy, const uint32_t* packed, cpu::Bf16PairKernel kernel,
-                       cpu::TapRunScratch* s, std::vector<int64_t>* offsets) {
+// The tap runs (plan.tap_runs): per TapRun and group, one call per pair of
+// channel blocks that sums every tap of the run into the kernel's
+// accumulators (registers, or AMX tiles) before they are stored, instead of
+// loading and storing them once per tap; the sums start at zero, so the
+// tile needs no zeroing either.
+template <typename Call, typename Sum>
+void AccumulateTapRuns(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Sum>& t,
+                       const DyPanel<typename Call::X>& dy, const typename Call::Packed* packed,
+                       const Call& call, cpu::TapRunScratch* s, std::vector<int64_t>* offsets) {
   const int64_t cog = p.out_depth_per_group(), taps = p.filter_rows * p.filter_cols;
-  const int64_t packed_block = cog / 2 * plan.block;
+  const int64_t steps = cog / Call::kValuesPerStep;
+  const int64_t packed_block = steps * plan.block;
   const int64_t packed_tap = plan.blocks * packed_block;
   offsets->resize(static_cast<size_t>(2 * taps));
   int64_t* x_taps = offsets->data();
   int64_t* w_taps = x_taps + taps;
-  cpu::Bf16PairOperands o;
-  cpu::Bf16PairKernelCall::SetReduction(cog / 2, 2, &o);
+  typename Call::Operands o;
+  Call::SetReduction(steps, Call::kValuesPerStep, &o);
+  Call::SetPackedStep(plan.block, &o);
   o.w_block_stride = packed_block;
   o.x_line_stride = dy.cols * p.out_depth;
   o.acc_line_stride = p.stride_rows * t.row_stride;
   o.x_taps = x_taps;
   o.w_taps = w_taps;
   o.overwrite = true;
-  const T* base = dy.Pixel(dy.row0, dy.col0, p.out_depth);
+  const typename Call::X* base = dy.Pixel(dy.row0, dy.col0, p.out_depth);
   cpu::ForEachTapRun(p, t.region, s, [&](const cpu::TapRun& run) {
     for (int64_t i = 0; i < run.taps; ++i) {
       x_taps[i] = dy.Pixel(run.tap[i].oh, run.tap[i].ow, p.out_depth) - base;
@@ -314,17 +319,17 @@ void AccumulateTapRuns(const ConvProblem& p, const CpuInputPlan& plan, const Til
     o.run = run.pixels;
     o.rows = run.lines * run.pixels;
     // A run one pixel wide (an edge column) goes down its lines instead, so
-    // that they fill the tile products' rows: lines one stride apart.
+    // that they fill the kernel's rows: lines one stride apart.
     const bool column = run.pixels == 1 && run.lines > 1;
     o.pixel_stride = column ? dy.cols * p.out_depth : p.out_depth;
     o.acc_stride = column ? p.stride_rows * t.row_stride : p.stride_cols * plan.row_length;
     if (column) o.run = run.lines;
-    float* acc = t.acc + (run.h0 - t.region.h_begin) * t.row_stride +
-                 (run.w0 - t.region.w_begin) * plan.row_length;
+    Sum* acc = t.acc + (run.h0 - t.region.h_begin) * t.row_stride +
+               (run.w0 - t.region.w_begin) * plan.row_length;
     for (int64_t g = 0; g < p.groups; ++g) {
-      o.x = reinterpret_cast<const Eigen::bfloat16*>(base) + g * cog;
-      cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, packed + g * taps * packed_tap,
-                          acc + g * plan.blocks * plan.block, plan.blocks, plan.block, &o);
+      o.x = base + g * cog;
+      cpu::CallOverBlocks(call, packed + g * taps * packed_tap, acc + g * plan.blocks * plan.block,
+                          plan.blocks, plan.block, &o);
     }
   });
 }
@@ -472,10 +477,10 @@ class BackpropInputTask {
                           pair_kernel_, &s->z);
         return;
       }
-      if (plan_.tap_runs) {
+      if (plan_.path == Path::kBf16Pairs && plan_.tap_runs) {
         AccumulateTapRuns(p_, plan_, t, PanelFor(t, &s->raw_panel),
-                          static_cast<const uint32_t*>(packed_), pair_kernel_, &s->runs,
-                          &s->offsets);
+                          static_cast<const uint32_t*>(packed_),
+                          cpu::Bf16PairKernelCall{pair_kernel_}, &s->runs, &s->offsets);
         return;
       }
       if (plan_.path == Path::kBf16Pairs) {
@@ -489,6 +494,9 @@ class BackpropInputTask {
     const Acc* packed = static_cast<const Acc*>(packed_);
     if (plan_.path == Path::kDepthwise) {
       AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_, &s->runs, &s->pointers);
+    } else if (plan_.tap_runs) {
+      AccumulateTapRuns(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_},
+                        &s->runs, &s->offsets);
     } else {
       AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
     }

@@ -27,6 +27,12 @@ using ::conv2d_transpose::Accumulator;
 //   xrow(i) = (i / run) * x_line_stride + (i % run) * pixel_stride,
 //   row(i) = (i / run) * acc_line_stride + (i % run) * acc_stride,
 // which lets one call cover several short output rows.
+//
+// A call may also sum several taps into its rows: tap t reads x + x_taps[t]
+// and w + w_taps[t] in place of x and w, the taps one after another (x_taps
+// and w_taps null: one tap, no offsets), and with `overwrite` the sums start
+// at zero instead of acc's values (no taps: zeros). Per element that is the
+// same sequence of operations as one call per tap.
 template <typename Acc>
 struct TapOperands {
   const Acc* x;
@@ -36,6 +42,10 @@ struct TapOperands {
   Acc* acc;
   int64_t acc_stride;
   int64_t rows, run, x_line_stride, acc_line_stride;
+  int64_t taps = 1;
+  const int64_t* x_taps = nullptr;
+  const int64_t* w_taps = nullptr;
+  bool overwrite = false;
 };
 
 // A micro-kernel for one block width, per instruction set in

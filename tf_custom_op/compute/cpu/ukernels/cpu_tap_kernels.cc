@@ -136,6 +136,11 @@ __attribute__((always_inline)) inline int64_t WStep(const TapOperands<Acc>& o) {
   return kPacked ? kBlock : o.w_step;
 }
 
+// Tap t's offset (see TapOperands; none without offsets).
+__attribute__((always_inline)) inline int64_t TapOffset(const int64_t* offsets, int64_t t) {
+  return offsets != nullptr ? offsets[t] : 0;
+}
+
 // kRows rows x kBlocks blocks of accumulators held in registers across the
 // whole channel loop; each filter load is shared by the rows, each broadcast
 // by the blocks. Per element the sum runs over k in order. `w` and the
@@ -152,18 +157,25 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
   V a[kRows][kCols];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      a[r][c] = Load<V>(acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
+      a[r][c] = o.overwrite
+                    ? Splat<V>(Acc(0))
+                    : Load<V>(acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
   }
   const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o);
-  for (int64_t k = 0; k < o.channels; ++k) {
-    V wk[kCols];
-    for (int c = 0; c < kCols; ++c) {
-      wk[c] = Load<V>(w + k * ws + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
-    }
-    for (int r = 0; r < kRows; ++r) {
-      const V xr = Splat<V>(x[r][k * cs]);
-      for (int c = 0; c < kCols; ++c) a[r][c] += xr * wk[c];
+  for (int64_t t = 0; t < o.taps; ++t) {
+    const Acc* xt[kRows];
+    for (int r = 0; r < kRows; ++r) xt[r] = x[r] + TapOffset(o.x_taps, t);
+    const Acc* wt = w + TapOffset(o.w_taps, t);
+    for (int64_t k = 0; k < o.channels; ++k) {
+      V wk[kCols];
+      for (int c = 0; c < kCols; ++c) {
+        wk[c] = Load<V>(wt + k * ws + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
+      }
+      for (int r = 0; r < kRows; ++r) {
+        const V xr = Splat<V>(xt[r][k * cs]);
+        for (int c = 0; c < kCols; ++c) a[r][c] += xr * wk[c];
+      }
     }
   }
   for (int r = 0; r < kRows; ++r) {
@@ -177,37 +189,45 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
 // they are added in a fixed order.
 template <typename Acc, int kBlock, int kBlocks, bool kPacked>
 __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int64_t row,
-                                                  const Acc* w, int64_t acc_offset) {
+                                                  const Acc* wt0, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
   constexpr int kCols = kBlocks * (kBlock / kLanes);
   using V = typename VecType<Acc, kLanes>::type;
   const Acc* xs[1];
   Acc* accs[1];
   RowStarts(o, row, xs, accs);
-  const Acc* x = xs[0];
   const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o), wbs = o.w_block_stride;
-  V p[4][kCols];
-  for (int q = 0; q < 4; ++q) {
-    for (int c = 0; c < kCols; ++c) p[q][c] = Splat<V>(Acc(0));
+  V sum[kCols];
+  for (int c = 0; c < kCols; ++c) {
+    sum[c] = o.overwrite ? Splat<V>(Acc(0))
+                         : Load<V>(accs[0] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
   }
-  int64_t k = 0;
-  for (; k + 4 <= o.channels; k += 4) {
+  for (int64_t t = 0; t < o.taps; ++t) {
+    const Acc* x = xs[0] + TapOffset(o.x_taps, t);
+    const Acc* w = wt0 + TapOffset(o.w_taps, t);
+    V p[4][kCols];
     for (int q = 0; q < 4; ++q) {
-      const V xq = Splat<V>(x[(k + q) * cs]);
-      for (int c = 0; c < kCols; ++c) {
-        p[q][c] += xq * Load<V>(w + (k + q) * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
+      for (int c = 0; c < kCols; ++c) p[q][c] = Splat<V>(Acc(0));
+    }
+    int64_t k = 0;
+    for (; k + 4 <= o.channels; k += 4) {
+      for (int q = 0; q < 4; ++q) {
+        const V xq = Splat<V>(x[(k + q) * cs]);
+        for (int c = 0; c < kCols; ++c) {
+          p[q][c] += xq * Load<V>(w + (k + q) * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
+        }
       }
     }
-  }
-  for (; k < o.channels; ++k) {
-    const V xk = Splat<V>(x[k * cs]);
-    for (int c = 0; c < kCols; ++c) {
-      p[0][c] += xk * Load<V>(w + k * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
+    for (; k < o.channels; ++k) {
+      const V xk = Splat<V>(x[k * cs]);
+      for (int c = 0; c < kCols; ++c) {
+        p[0][c] += xk * Load<V>(w + k * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
+      }
     }
+    for (int c = 0; c < kCols; ++c) sum[c] = sum[c] + ((p[0][c] + p[1][c]) + (p[2][c] + p[3][c]));
   }
   for (int c = 0; c < kCols; ++c) {
-    Acc* out = accs[0] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock);
-    Store(Load<V>(out) + ((p[0][c] + p[1][c]) + (p[2][c] + p[3][c])), out);
+    Store(sum[c], accs[0] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
   }
 }
 
@@ -379,14 +399,6 @@ inline void PairRowsAllBlocks(const Bf16PairOperands& o, int64_t r, int64_t end)
   for (; j < o.blocks; ++j) PairRows<1>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
 }
 
-// Tap t's offsets into x and w (see Bf16PairOperands).
-inline int64_t TapX(const Bf16PairOperands& o, int64_t t) {
-  return o.x_taps != nullptr ? o.x_taps[t] : 0;
-}
-inline int64_t TapW(const Bf16PairOperands& o, int64_t t) {
-  return o.w_taps != nullptr ? o.w_taps[t] : 0;
-}
-
 // Rows [r, end) of every block with the call's taps, VDPBF16PS: where the
 // call overwrites, the rows' sums zeroed first; then each tap's pairs
 // added, tap after tap.
@@ -399,8 +411,8 @@ inline void PairRowsTaps(const Bf16PairOperands& o, int64_t r, int64_t end) {
   }
   for (int64_t t = 0; t < o.taps; ++t) {
     Bf16PairOperands one = o;
-    one.x += TapX(o, t);
-    one.w += TapW(o, t);
+    one.x += TapOffset(o.x_taps, t);
+    one.w += TapOffset(o.w_taps, t);
     PairRowsAllBlocks(one, r, end);
   }
 }
@@ -462,8 +474,8 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void AmxGroup(const Bf16Pair
       if (two) _tile_loadd(1, acc + 16 * (j + 1), acc_step);
     }
     for (int64_t t = 0; t < o.taps; ++t) {
-      const Eigen::bfloat16* xt = x + TapX(o, t);
-      const uint32_t* w0 = o.w + j * o.w_block_stride + TapW(o, t);
+      const Eigen::bfloat16* xt = x + TapOffset(o.x_taps, t);
+      const uint32_t* w0 = o.w + j * o.w_block_stride + TapOffset(o.w_taps, t);
       const uint32_t* w1 = w0 + o.w_block_stride;
       for (int64_t k = 0; k < (rest_only ? 0 : chunks); ++k) {
         _tile_loadd(2, xt + 32 * k, x_step);
@@ -524,9 +536,9 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void AmxSquare(const Bf16Pai
     _tile_loadd(3, acc1 + 16, acc_step);
   }
   for (int64_t t = 0; t < o.taps; ++t) {
-    const Eigen::bfloat16* x0t = x0 + TapX(o, t);
-    const Eigen::bfloat16* x1t = x1 + TapX(o, t);
-    const uint32_t* w0 = o.w + j * o.w_block_stride + TapW(o, t);
+    const Eigen::bfloat16* x0t = x0 + TapOffset(o.x_taps, t);
+    const Eigen::bfloat16* x1t = x1 + TapOffset(o.x_taps, t);
+    const uint32_t* w0 = o.w + j * o.w_block_stride + TapOffset(o.w_taps, t);
     const uint32_t* w1 = w0 + o.w_block_stride;
     for (int64_t k = 0; k < o.pairs / 16; ++k) {
       _tile_loadd(4, x0t + 32 * k, x_step);
