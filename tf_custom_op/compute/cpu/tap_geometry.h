@@ -162,8 +162,9 @@ void ForEachTapRun(const ConvProblem& p, const TileRegion& tile, TapRunScratch* 
           s->taps.clear();
           for (size_t i = 0; i < s->rows.size(); i += 2) {
             for (const auto& c : s->columns) {
-              if (c.lo <= j0 && j1 <= c.hi)
+              if (c.lo <= j0 && j1 <= c.hi) {
                 s->taps.push_back({s->rows[i], c.kw, s->rows[i + 1], c.ow0 + j0});
+              }
             }
           }
           f(TapRun{h, lines, w0 + j0 * sc, j1 - j0, static_cast<int64_t>(s->taps.size()),
