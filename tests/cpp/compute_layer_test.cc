@@ -280,8 +280,9 @@ bool WideDepthwiseProblem(ct::ConvProblem* p) {
                     {Uniform(1, 4), Uniform(1, 4)}, Uniform(200, 600), 1, 1, p);
 }
 
-// An input gradient whose rows are wide enough for the tap runs
-// (kMinTapRunPixels per column phase): their lines of several rows, runs
+// An input gradient whose rows are wide enough for the AMX tap runs
+// (kMinAmxTapRunPixels per column phase), half the time or so for the
+// generic ones (kMinTapRunPixels): their lines of several rows, runs
 // wider than a register or AMX tile, and edges. Even out channels per group
 // and 16 or more input channels (so that bfloat16 takes the pair path, not
 // the scatter path), half the time whole chunks of 16 pairs (the AMX
@@ -290,7 +291,7 @@ bool TapRunProblem(ct::ConvProblem* p) {
   const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 3) == 0);
   const int64_t cog = Uniform(0, 1) == 0 ? 32 * Uniform(1, 2) : 2 * Uniform(1, 20);
   const int64_t stride_cols = attrs.strides[attrs.data_format == ct::DataFormat::kNHWC ? 2 : 3];
-  const int64_t cols = ct::cpu::kMinTapRunPixels * stride_cols + Uniform(0, 40);
+  const int64_t cols = ct::cpu::kMinAmxTapRunPixels * stride_cols + Uniform(0, 56);
   return ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 12), cols}, {Uniform(1, 4), Uniform(1, 4)},
                     Uniform(1, 3), Uniform(16, 40), cog, p);
 }
@@ -586,8 +587,8 @@ int main(int argc, char** argv) {
   std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
   (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
-  // each one with elements must take them on the generic path and, where
-  // the chosen instruction set has AMX, on the bfloat16 pair path.
+  // each one with elements must take them exactly where the plan's rule
+  // says (generic path, or bfloat16 pairs on AMX, wide enough for each).
   int tap_runs = 0, wanted = 0;
   for (int i = 0; i < 100; ++i) {
     ct::ConvProblem p;
@@ -601,8 +602,11 @@ int main(int argc, char** argv) {
         : kind == 3 ? ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, isa)
                     : ct::cpu::PlanCpuBackpropInput<int32_t>(p, isa);
     const bool elements = p.input_elements() != 0 && p.out_backprop_elements() != 0;
-    const bool want = elements && (plan.path == ct::cpu::Path::kGeneric ||
-                                   (plan.path == ct::cpu::Path::kBf16Pairs && isa.amx));
+    const int64_t phase = plan.tile_cols / p.stride_cols;
+    const bool want =
+        elements && ((plan.path == ct::cpu::Path::kGeneric && phase >= ct::cpu::kMinTapRunPixels) ||
+                     (plan.path == ct::cpu::Path::kBf16Pairs && isa.amx &&
+                      phase >= ct::cpu::kMinAmxTapRunPixels));
     wanted += want;
     tap_runs += plan.tap_runs;
     const bool ok =

@@ -101,11 +101,12 @@ struct CpuInputPlan {
   // The micro-kernel reads out_backprop where it lies (channels last, in the
   // type it takes) instead of from a converted panel.
   bool read_dy_in_place;
-  // kGeneric, and kBf16Pairs on AMX, where a tile is kMinTapRunPixels wide
-  // per column phase or more: the tile's pixels go in runs that the same
-  // taps reach (tap_geometry.h's TapRun), each call summing all of a run's
-  // taps in the kernel's accumulators (registers, or AMX tiles), which start
-  // at zero; the tile needs no zeroing. Per tap instead, the accumulators
+  // kGeneric, and kBf16Pairs on AMX, where a tile is kMinTapRunPixels
+  // (kMinAmxTapRunPixels) wide per column phase or more: the tile's pixels
+  // go in runs that the same taps reach (tap_geometry.h's TapRun), each
+  // call summing all of a run's taps in the kernel's accumulators
+  // (registers, or AMX tiles), which start at zero; the tile needs no
+  // zeroing. Per tap instead, the accumulators
   // went through memory once per tap (AMX: stride1 56x56 ran 1.85x faster
   // without those loads and stores).
   bool tap_runs;
@@ -155,11 +156,13 @@ int64_t PhaseRowsBlock(const ConvProblem& p) {
 
 // The tap runs want tiles at least this many pixels wide per column phase:
 // narrower runs fill few of the kernel's rows (of an AMX tile product's 16),
-// while per tap a call takes several lines at once. bfloat16 on AMX in
-// TensorFlow: DCGAN 8x8 1.76x the time, stride1 14x14 1.70x, DCGAN 16x16's
-// 16 pixels 1.15x; float32 in compute_bench (CPU time): DCGAN 8x8 1.2x,
-// stride1 14x14 1.05x, DCGAN 16x16 1.0x.
+// while per tap a call takes several lines at once. float32 in compute_bench
+// (CPU time): DCGAN 8x8 (8 pixels) 1.2x the time, stride1 14x14 1.05x,
+// DCGAN 16x16 1.06x; bfloat16 on AMX, with edge columns going down their
+// lines: DCGAN 8x8 1.35x, DCGAN 16x16 0.85x (at first, before that, 1.15x in
+// TensorFlow; DCGAN 8x8 1.76x, stride1 14x14 1.70x).
 constexpr int64_t kMinTapRunPixels = 32;
+constexpr int64_t kMinAmxTapRunPixels = 16;
 
 // Most (tap, input channel) columns the scatter path takes.
 constexpr int64_t kMaxScatterColumns = 256;
@@ -228,8 +231,9 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   } else {
     plan.path = Path::kGeneric;
   }
-  plan.tap_runs = (plan.path == Path::kGeneric || (plan.path == Path::kBf16Pairs && isa.amx)) &&
-                  plan.tile_cols / p.stride_cols >= kMinTapRunPixels;
+  const int64_t phase_pixels = plan.tile_cols / p.stride_cols;
+  plan.tap_runs = (plan.path == Path::kGeneric && phase_pixels >= kMinTapRunPixels) ||
+                  (plan.path == Path::kBf16Pairs && isa.amx && phase_pixels >= kMinAmxTapRunPixels);
   plan.accumulate_in_place = std::is_same_v<T, Acc> && p.nhwc() && plan.row_length == p.in_depth;
   // The pair kernel takes T (bfloat16) itself; the others take Acc.
   plan.read_dy_in_place = p.nhwc() && (plan.path == Path::kBf16Pairs ||
