@@ -442,8 +442,8 @@ class BackpropInputTask {
   };
 
   // Locates task `task`'s tile and zeroes its accumulators (except on the
-  // depthwise and tap-run paths, which write every one): a window of the output when
-  // accumulating in place, else the separate tile buffer.
+  // depthwise and tap-run paths, which write every one): a window of the
+  // output when accumulating in place, else the separate tile buffer.
   Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
     TileRegion r;
     const int64_t col_tile = task % plan_.col_tiles;
