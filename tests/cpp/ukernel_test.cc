@@ -255,9 +255,11 @@ TapShape MakeTapShape(int kind, int64_t block, int64_t blocks, int64_t rows, int
   s.channel_stride = kind == 1 ? Uniform(1, 3) : 1;
   s.w_step = block;
   s.w_block_stride = channels * block + (kind == 0 ? 0 : Uniform(0, 5));
-  if (kind == 1 && Uniform(0, 1) == 1) {
+  if (kind != 0 && Uniform(0, 1) == 1) {
     // w read where it lies (the filter gradient's in-place path): each
-    // step's blocks side by side, the steps further apart.
+    // step's blocks side by side, the steps further apart. With kind 2's
+    // rows that is the in-place path's call exactly (the kernels' adjacent
+    // rows form).
     s.w_block_stride = block;
     s.w_step = blocks * block + Uniform(0, 20);
   }

@@ -43,6 +43,30 @@ using cpu::Path;
 // out_rows: row r is image r / out_rows, row r % out_rows), into panels of D:
 // the accumulation type, or T itself for the pair kernel.
 
+// Whether src[0, n) holds no infinity or NaN. For float and double the test
+// is on the exponent bits, a loop the compiler vectorises (the gradients scan
+// out_backprop rows with it wherever a tap reads padding).
+template <typename T>
+bool AllFinite(const T* src, int64_t n) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
+    constexpr Bits kExponent =
+        static_cast<Bits>(std::is_same_v<T, float> ? 0x7f800000u : 0x7ff0000000000000u);
+    Bits bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      Bits bits;
+      __builtin_memcpy(&bits, src + i, sizeof(bits));
+      bad |= (bits & kExponent) == kExponent;
+    }
+    return bad == 0;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(static_cast<float>(src[i]))) return false;
+    }
+    return true;
+  }
+}
+
 // dst[i] = src[i] as D, i < n. Short copies without conversion go in
 // pieces of 8 values: the few values a gather moves at a time would each be
 // a library call. (From 16 values on the call measured faster.)
@@ -456,8 +480,11 @@ class BackpropFilterTask {
 
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
   // channels [ci0, ci1) of group g, into acc[tap][co][ci_lanes] (acc already
-  // at ci0). Taps outermost within a few rows, so that a tap's sums stay in
-  // L1 while the rows pass; each element still sums rows, then pixels, in order.
+  // at ci0), one call per (row, tap), taps inner: the row of out_backprop and
+  // the input rows it reads stay in L1 while its taps pass. (Passes of several
+  // rows per tap, with the sums kept in registers across the rows as the
+  // call's taps, measured slower: the rows no longer fit in L1.) Each element
+  // sums rows, then pixels, in order.
   void AccumulateInPlace(int64_t r0, int64_t r1, int64_t g, int64_t ci0, int64_t ci1,
                          Acc* acc) const {
     const int64_t cog = p_.out_depth_per_group(), cg = p_.filter_in_depth;
@@ -473,33 +500,29 @@ class BackpropFilterTask {
     o.x_line_stride = 0;
     o.acc_line_stride = 0;
     const cpu::GenericKernelCall<Acc> call{tap_kernel_};
-    constexpr int64_t kRowsPerPass = 4;
-    for (int64_t a = r0; a < r1; a += kRowsPerPass) {
-      const int64_t b = std::min(r1, a + kRowsPerPass);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+      const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
       for (int64_t tap = 0; tap < taps; ++tap) {
         const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
         const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+        const int64_t h = cpu::InputRow(p_, oh, kh);
         Acc* tap_acc = acc + tap * cog * plan_.ci_lanes;
-        for (int64_t r = a; r < b; ++r) {
-          const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-          const int64_t h = cpu::InputRow(p_, oh, kh);
-          const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
-          const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, ci1 - ci0};
-          if (h < 0 || h >= p_.in_rows) {
-            PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
-            continue;
-          }
-          PoisonNonFinite(dy, 0, cols.lo, poisoned);
-          PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
-          if (cols.hi <= cols.lo) continue;
-          o.x = dy + cols.lo * p_.out_depth;
-          o.channels = cols.hi - cols.lo;
-          const T* x =
-              input_ +
-              ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
-              g * cg + ci0;
-          cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / plan_.block, plan_.block, &o);
+        const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, ci1 - ci0};
+        if (h < 0 || h >= p_.in_rows) {
+          PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
+          continue;
         }
+        PoisonNonFinite(dy, 0, cols.lo, poisoned);
+        PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
+        if (cols.hi <= cols.lo) continue;
+        o.x = dy + cols.lo * p_.out_depth;
+        o.channels = cols.hi - cols.lo;
+        const T* x =
+            input_ +
+            ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
+            g * cg + ci0;
+        cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / plan_.block, plan_.block, &o);
       }
     }
   }
@@ -605,6 +628,7 @@ class BackpropFilterTask {
     const int64_t cog = p_.out_depth_per_group();
     for (int64_t w = w0; w < w1; ++w) {
       const T* pixel = dy + w * p_.out_depth;
+      if (AllFinite(pixel, cog)) continue;
       for (int64_t co = 0; co < cog; ++co) {
         if (!std::isfinite(static_cast<Acc>(pixel[co]))) {
           Acc* at = sums.at + co * sums.co_stride;

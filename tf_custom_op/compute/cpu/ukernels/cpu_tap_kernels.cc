@@ -129,11 +129,34 @@ __attribute__((always_inline)) inline void RowStarts(const Operands& o, int64_t 
   }
 }
 
+// What a call's operands let the kernel assume, so that the compiler can fold
+// strides into the addressing: kPacked, a packed panel (w_step == kBlock);
+// kAdjacentRows, w read in place with its blocks side by side
+// (w_block_stride == kBlock) and the x rows next to each other in one line
+// (pixel_stride 1, run >= rows): one pointer serves every row of a tile;
+// kGeneral, nothing.
+enum class Form { kGeneral, kPacked, kAdjacentRows };
+
+template <typename Acc, int kBlock>
+Form FormOf(const TapOperands<Acc>& o) {
+  if (o.w_step == kBlock) return Form::kPacked;
+  if (o.w_block_stride == kBlock && o.pixel_stride == 1 && o.run >= o.rows) {
+    return Form::kAdjacentRows;
+  }
+  return Form::kGeneral;
+}
+
 // w's step from one k to the next: kBlock in a packed panel (a constant the
 // compiler folds into the addressing), else o.w_step.
-template <int kBlock, bool kPacked, typename Acc>
+template <int kBlock, Form kForm, typename Acc>
 __attribute__((always_inline)) inline int64_t WStep(const TapOperands<Acc>& o) {
-  return kPacked ? kBlock : o.w_step;
+  return kForm == Form::kPacked ? kBlock : o.w_step;
+}
+
+// The stride between w's blocks.
+template <int kBlock, Form kForm, typename Acc>
+__attribute__((always_inline)) inline int64_t WBlockStride(const TapOperands<Acc>& o) {
+  return kForm == Form::kAdjacentRows ? kBlock : o.w_block_stride;
 }
 
 // Tap t's offset (see TapOperands; none without offsets).
@@ -145,7 +168,7 @@ __attribute__((always_inline)) inline int64_t TapOffset(const int64_t* offsets, 
 // whole channel loop; each filter load is shared by the rows, each broadcast
 // by the blocks. Per element the sum runs over k in order. `w` and the
 // accumulators are those of the call's first block pair or single block.
-template <typename Acc, int kBlock, int kRows, int kBlocks, bool kPacked>
+template <typename Acc, int kBlock, int kRows, int kBlocks, Form kForm>
 __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64_t first,
                                                 const Acc* w, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
@@ -162,7 +185,8 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
                     : Load<V>(acc[r] + acc_offset + ColumnOffset<kBlock, kLanes>(c, kBlock));
     }
   }
-  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o);
+  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kForm>(o);
+  const int64_t wbs = WBlockStride<kBlock, kForm>(o);
   for (int64_t t = 0; t < o.taps; ++t) {
     const Acc* xt[kRows];
     for (int r = 0; r < kRows; ++r) xt[r] = x[r] + TapOffset(o.x_taps, t);
@@ -170,10 +194,10 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
     for (int64_t k = 0; k < o.channels; ++k) {
       V wk[kCols];
       for (int c = 0; c < kCols; ++c) {
-        wk[c] = Load<V>(wt + k * ws + ColumnOffset<kBlock, kLanes>(c, o.w_block_stride));
+        wk[c] = Load<V>(wt + k * ws + ColumnOffset<kBlock, kLanes>(c, wbs));
       }
       for (int r = 0; r < kRows; ++r) {
-        const V xr = Splat<V>(xt[r][k * cs]);
+        const V xr = Splat<V>(kForm == Form::kAdjacentRows ? xt[0][k * cs + r] : xt[r][k * cs]);
         for (int c = 0; c < kCols; ++c) a[r][c] += xr * wk[c];
       }
     }
@@ -187,7 +211,7 @@ __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, int64
 
 // One row: four partial sums over the channels keep four chains in flight;
 // they are added in a fixed order.
-template <typename Acc, int kBlock, int kBlocks, bool kPacked>
+template <typename Acc, int kBlock, int kBlocks, Form kForm>
 __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int64_t row,
                                                   const Acc* wt0, int64_t acc_offset) {
   constexpr int kLanes = VectorLanes<Acc, kBlock>();
@@ -196,7 +220,8 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
   const Acc* xs[1];
   Acc* accs[1];
   RowStarts(o, row, xs, accs);
-  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kPacked>(o), wbs = o.w_block_stride;
+  const int64_t cs = o.channel_stride, ws = WStep<kBlock, kForm>(o);
+  const int64_t wbs = WBlockStride<kBlock, kForm>(o);
   V sum[kCols];
   for (int c = 0; c < kCols; ++c) {
     sum[c] = o.overwrite ? Splat<V>(Acc(0))
@@ -233,51 +258,57 @@ __attribute__((always_inline)) inline void OneRow(const TapOperands<Acc>& o, int
 
 // Every row of the call for one block pair (or single block): tiles of
 // kBigRows rows, then 4, then 3 or 2, then single rows.
-template <typename Acc, int kBlock, int kBlocks, bool kPacked>
+template <typename Acc, int kBlock, int kBlocks, Form kForm>
 __attribute__((always_inline)) inline void Rows(const TapOperands<Acc>& o, const Acc* w,
                                                 int64_t acc_offset) {
   int64_t r = 0;
   for (; r + kBigRows <= o.rows; r += kBigRows) {
-    Tile<Acc, kBlock, kBigRows, kBlocks, kPacked>(o, r, w, acc_offset);
+    Tile<Acc, kBlock, kBigRows, kBlocks, kForm>(o, r, w, acc_offset);
   }
   if constexpr (kBigRows > 4) {
     if (r + 4 <= o.rows) {
-      Tile<Acc, kBlock, 4, kBlocks, kPacked>(o, r, w, acc_offset);
+      Tile<Acc, kBlock, 4, kBlocks, kForm>(o, r, w, acc_offset);
       r += 4;
     }
   }
   if constexpr (kBigRows > 3) {
     if (r + 3 <= o.rows) {
-      Tile<Acc, kBlock, 3, kBlocks, kPacked>(o, r, w, acc_offset);
+      Tile<Acc, kBlock, 3, kBlocks, kForm>(o, r, w, acc_offset);
       r += 3;
     }
   }
   if (r + 2 <= o.rows) {
-    Tile<Acc, kBlock, 2, kBlocks, kPacked>(o, r, w, acc_offset);
+    Tile<Acc, kBlock, 2, kBlocks, kForm>(o, r, w, acc_offset);
     r += 2;
   }
-  for (; r < o.rows; ++r) OneRow<Acc, kBlock, kBlocks, kPacked>(o, r, w, acc_offset);
+  for (; r < o.rows; ++r) OneRow<Acc, kBlock, kBlocks, kForm>(o, r, w, acc_offset);
 }
 
-template <typename Acc, int kBlock, bool kPacked>
+template <typename Acc, int kBlock, Form kForm>
 void AccumulateBlocks(const TapOperands<Acc>& o) {
   int64_t j = 0;
   if constexpr (kBlockPairs) {
     for (; j + 2 <= o.blocks; j += 2) {
-      Rows<Acc, kBlock, 2, kPacked>(o, o.w + j * o.w_block_stride, j * kBlock);
+      Rows<Acc, kBlock, 2, kForm>(o, o.w + j * o.w_block_stride, j * kBlock);
     }
   }
   for (; j < o.blocks; ++j) {
-    Rows<Acc, kBlock, 1, kPacked>(o, o.w + j * o.w_block_stride, j * kBlock);
+    Rows<Acc, kBlock, 1, kForm>(o, o.w + j * o.w_block_stride, j * kBlock);
   }
 }
 
 template <typename Acc, int kBlock>
 void AccumulateTap(const TapOperands<Acc>& o) {
-  if (o.w_step == kBlock) {
-    AccumulateBlocks<Acc, kBlock, true>(o);
-  } else {
-    AccumulateBlocks<Acc, kBlock, false>(o);
+  switch (FormOf<Acc, kBlock>(o)) {
+    case Form::kPacked:
+      AccumulateBlocks<Acc, kBlock, Form::kPacked>(o);
+      break;
+    case Form::kAdjacentRows:
+      AccumulateBlocks<Acc, kBlock, Form::kAdjacentRows>(o);
+      break;
+    case Form::kGeneral:
+      AccumulateBlocks<Acc, kBlock, Form::kGeneral>(o);
+      break;
   }
 }
 
