@@ -344,11 +344,34 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
   return nullptr;
 }
 
+// dst[w][g][c] = row[w * row_length + g * group stride + c] as D: a tile
+// row's values without the padded lanes, `width` pixels. With `slack`, dst
+// has room for 8 values past the end, and where the groups' lanes come in
+// multiples of 8 each group is copied in pieces of 8 values, the last one
+// spilling into the next group's place (written after it) or the slack.
+template <typename Acc, typename D>
+void GatherPixels(const ConvProblem& p, const CpuInputPlan& plan, const Acc* row, int64_t width,
+                  bool slack, D* dst) {
+  const int64_t cg = p.filter_in_depth, group_stride = plan.blocks * plan.block;
+  const bool pieces = std::is_same_v<Acc, D> && slack && group_stride % 8 == 0;
+  for (int64_t w = 0; w < width; ++w) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const Acc* src = row + w * plan.row_length + g * group_stride;
+      D* to = dst + w * p.in_depth + g * cg;
+      if (pieces) {
+        for (int64_t c = 0; c < cg; c += 8) __builtin_memcpy(to + c, src + c, 8 * sizeof(D));
+      } else {
+        for (int64_t c = 0; c < cg; ++c) to[c] = static_cast<D>(src[c]);
+      }
+    }
+  }
+}
+
 // Copies a separate tile's sums into in_backprop (NHWC or NCHW), dropping the
 // padded lanes and converting to T (NHWC runs of channels through
 // NarrowRow's vector kernels: a whole row at once where it has no padded
-// lanes; where T is narrower than Acc and one group has few channels, a
-// row's channels gathered into `packed` first, so that it is one run too).
+// lanes; for half and bfloat16 with padded lanes, a row's values gathered
+// into `packed` first, so that it is one run too).
 template <typename T, typename Acc>
 void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& t, T* in_backprop,
                std::vector<Acc>* packed) {
@@ -359,28 +382,21 @@ void StoreTile(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Acc>& 
   constexpr bool kNarrows = std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>;
   for (int64_t h = r.h_begin; h < r.h_end; ++h) {
     const Acc* row = t.acc + (h - r.h_begin) * t.row_stride;
-    if (kNarrows && p.nhwc() && p.groups == 1 && cg < 16) {
-      packed->resize(static_cast<size_t>(width * cg));
-      for (int64_t w = 0; w < width; ++w) {
-        std::copy(row + w * plan.row_length, row + w * plan.row_length + cg,
-                  packed->data() + w * cg);
-      }
-      cpu::NarrowRow(packed->data(), width * cg,
-                     in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * cg);
-      continue;
-    }
     if (p.nhwc()) {
       T* out = in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * p.in_depth;
       if (plan.row_length == p.in_depth) {  // no padded lanes: the row is one run
         cpu::NarrowRow(row, width * p.in_depth, out);
         continue;
       }
-      for (int64_t w = 0; w < width; ++w) {
-        for (int64_t g = 0; g < p.groups; ++g) {
-          const Acc* src = row + w * plan.row_length + g * group_stride;
-          T* dst = out + w * p.in_depth + g * cg;
-          cpu::NarrowRow(src, cg, dst);
-        }
+      // Padded lanes: half and bfloat16 rows are gathered into one run and
+      // narrowed at once (a conversion call per pixel had cost as much as
+      // the product itself on few channels); other types are copied.
+      if constexpr (kNarrows) {
+        packed->resize(static_cast<size_t>(width * p.in_depth + 8));
+        GatherPixels(p, plan, row, width, true, packed->data());
+        cpu::NarrowRow(packed->data(), width * p.in_depth, out);
+      } else {
+        GatherPixels(p, plan, row, width, false, out);
       }
       continue;
     }
