@@ -559,6 +559,44 @@ int main(int argc, char** argv) {
     }
     (RunOne<float>(p, 1e-6, false) ? passed : failed)++;
   }
+  // bfloat16 input gradients where every output pixel is one tap of one
+  // out_backprop pixel (kernel = stride, no padding, the output a whole
+  // number of strides; the scatter path's direct form under AMX, which
+  // each must take there), a few with images of several tiles.
+  int scatter_direct = 0;
+  for (int i = 0; i < 40; ++i) {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    const int64_t sh = Uniform(1, 3), sw = Uniform(1, 3);
+    attrs.strides = {1, sh, sw, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = i % 2 == 0 ? ct::Padding::kValid : ct::Padding::kSame;
+    const bool large = i % 8 == 0;
+    const int64_t out_rows = large ? Uniform(20, 40) : Uniform(1, 8);
+    const int64_t out_cols = large ? Uniform(100, 200) : Uniform(1, 30);
+    const int64_t cin = Uniform(1, 15), cout = 2 * Uniform(1, 20), batch = Uniform(1, 2);
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, {batch, out_rows * sh, out_cols * sw, cin},
+                                {sh, sw, cin, cout}, {batch, out_rows, out_cols, cout}, &p)
+             .ok()) {
+      std::printf("direct scatter problem rejected\n");
+      return 1;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const bool direct = ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, isa).scatter_direct;
+    scatter_direct += direct;
+    if (isa.amx && !direct) {
+      std::printf(
+          "FAIL: stride %lldx%lld, %lldx%lld out_backprop, %lld -> %lld channels: not the "
+          "direct scatter\n",
+          static_cast<long long>(sh), static_cast<long long>(sw), static_cast<long long>(out_rows),
+          static_cast<long long>(out_cols), static_cast<long long>(cout),
+          static_cast<long long>(cin));
+      ++failed;
+    }
+    (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
+  std::printf("direct scatter: %d of 40 problems\n", scatter_direct);
   // float filter gradients with input channels in whole 16-lane blocks per
   // NHWC group (the in-place path where the rows are long enough and the
   // taps do not go in place), plain and with infinities and NaNs in

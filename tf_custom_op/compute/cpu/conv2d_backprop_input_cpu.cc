@@ -231,6 +231,53 @@ void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Til
   }
 }
 
+// plan.scatter_direct: each product value is one output value. Per
+// out_backprop row of the tile's window the products are made as in
+// AccumulateScatter (overwriting `z`), then each output row of the tile they
+// make is gathered from them (output column w is tap column w % stride of
+// product row w / stride) and narrowed into in_backprop.
+template <typename T>
+void StoreScatterDirect(const ConvProblem& p, const CpuInputPlan& plan, const TileRegion& r,
+                        const T* out_backprop, const uint32_t* packed, cpu::Bf16PairKernel kernel,
+                        std::vector<float>* z, std::vector<float>* row, T* in_backprop) {
+  const cpu::DyWindow win = cpu::DyWindowFor(p, r);
+  if (win.rows == 0 || win.cols == 0) return;
+  const int64_t cg = p.filter_in_depth, lanes = plan.scatter_blocks * 16;
+  const int64_t width = r.w_end - r.w_begin;
+  // Slack past the last product and the last value: the pieces of 8 below
+  // read and write that far.
+  z->resize(static_cast<size_t>(win.cols * lanes + 8));
+  row->resize(static_cast<size_t>(width * cg + 8));
+  cpu::Bf16PairOperands o;
+  o.pixel_stride = p.out_depth;
+  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
+  o.w_block_stride = p.out_depth / 2 * 16;
+  o.acc_stride = lanes;
+  o.rows = win.cols;
+  o.run = win.cols;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  o.overwrite = true;
+  for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
+    o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
+          ((r.n * p.out_rows + oh) * p.out_cols + win.col0) * p.out_depth;
+    cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, packed, z->data(), plan.scatter_blocks, 16,
+                        &o);
+    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+      const int64_t h = cpu::InputRow(p, oh, kh);
+      if (h < r.h_begin || h >= r.h_end) continue;
+      const float* taps = z->data() + kh * p.filter_cols * cg;
+      for (int64_t w = r.w_begin; w < r.w_end; ++w) {
+        const float* src = taps + (w / p.stride_cols - win.col0) * lanes + (w % p.stride_cols) * cg;
+        float* dst = row->data() + (w - r.w_begin) * cg;
+        for (int64_t c = 0; c < cg; c += 8) __builtin_memcpy(dst + c, src + c, 8 * sizeof(float));
+      }
+      cpu::NarrowRow(row->data(), width * cg,
+                     in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * cg);
+    }
+  }
+}
+
 // One run of a tile row for the depthwise path: `pixels` output pixels
 // acc_stride apart whose taps are the same, in order; tap t reads x[t] for
 // the first pixel and x_stride on for each next one.
@@ -433,10 +480,18 @@ class BackpropInputTask {
   // Tiles [begin, end), image-major, then tile rows, then tile columns.
   void Run(int64_t begin, int64_t end) const {
     Scratch s;
-    if (!plan_.accumulate_in_place) {
+    if (!plan_.accumulate_in_place && !plan_.scatter_direct) {
       s.tile.resize(static_cast<size_t>(plan_.tile_rows * plan_.tile_cols * plan_.row_length));
     }
     for (int64_t task = begin; task < end; ++task) {
+      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        if (plan_.scatter_direct) {
+          StoreScatterDirect(p_, plan_, RegionOf(task), out_backprop_,
+                             static_cast<const uint32_t*>(packed_), pair_kernel_, &s.z, &s.row,
+                             in_backprop_);
+          continue;
+        }
+      }
       const Tile<Acc> t = StartTile(task, &s.tile);
       Accumulate(t, &s);
       if (!plan_.accumulate_in_place) StoreTile(p_, plan_, t, in_backprop_, &s.row);
@@ -457,10 +512,8 @@ class BackpropInputTask {
     std::vector<int64_t> offsets;      // the tap-run path's tap offsets
   };
 
-  // Locates task `task`'s tile and zeroes its accumulators (except on the
-  // depthwise and tap-run paths, which write every one): a window of the
-  // output when accumulating in place, else the separate tile buffer.
-  Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
+  // The output region of task `task`'s tile.
+  TileRegion RegionOf(int64_t task) const {
     TileRegion r;
     const int64_t col_tile = task % plan_.col_tiles;
     const int64_t row_tile = (task / plan_.col_tiles) % plan_.row_tiles;
@@ -469,6 +522,14 @@ class BackpropInputTask {
     r.h_end = std::min(p_.in_rows, r.h_begin + plan_.tile_rows);
     r.w_begin = col_tile * plan_.tile_cols;
     r.w_end = std::min(p_.in_cols, r.w_begin + plan_.tile_cols);
+    return r;
+  }
+
+  // Locates task `task`'s tile and zeroes its accumulators (except on the
+  // depthwise and tap-run paths, which write every one): a window of the
+  // output when accumulating in place, else the separate tile buffer.
+  Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
+    const TileRegion r = RegionOf(task);
     const bool zero = plan_.path != Path::kDepthwise && !plan_.tap_runs;
     if (!plan_.accumulate_in_place) {
       if (zero) std::fill(buffer->begin(), buffer->end(), Acc(0));

@@ -113,6 +113,12 @@ struct CpuInputPlan {
   // kScatterPairs: the (tap, input channel) columns of the product, in
   // blocks of 16 (the last one padded).
   int64_t scatter_blocks;
+  // kScatterPairs where every output pixel is one tap of one out_backprop
+  // pixel: the filter as large as the stride, undilated, no padding, and
+  // the output exactly stride times out_backprop. The products are then the
+  // outputs themselves, narrowed straight from the product rows (no tile to
+  // zero, add into and gather from).
+  bool scatter_direct;
   // The packed filter, in the accumulation type. The pair layout takes half
   // of that and fits. Sized whenever the filter has elements, even if the
   // path then has nothing to pack (the size callers always got).
@@ -220,6 +226,10 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kDepthwise;
   } else if (scatter) {
     plan.path = Path::kScatterPairs;
+    plan.scatter_direct = p.filter_rows == p.stride_rows && p.filter_cols == p.stride_cols &&
+                          p.dilation_rows == 1 && p.dilation_cols == 1 && p.pad_top == 0 &&
+                          p.pad_left == 0 && p.in_rows == p.out_rows * p.stride_rows &&
+                          p.in_cols == p.out_cols * p.stride_cols;
   } else if (phase_rows_block != 0) {
     plan.path = Path::kPhaseRows;
     plan.block = phase_rows_block;
