@@ -266,11 +266,15 @@ void StoreScatterDirect(const ConvProblem& p, const CpuInputPlan& plan, const Ti
     for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
       const int64_t h = cpu::InputRow(p, oh, kh);
       if (h < r.h_begin || h >= r.h_end) continue;
-      const float* taps = z->data() + kh * p.filter_cols * cg;
-      for (int64_t w = r.w_begin; w < r.w_end; ++w) {
-        const float* src = taps + (w / p.stride_cols - win.col0) * lanes + (w % p.stride_cols) * cg;
-        float* dst = row->data() + (w - r.w_begin) * cg;
-        for (int64_t c = 0; c < cg; c += 8) __builtin_memcpy(dst + c, src + c, 8 * sizeof(float));
+      // Output column w is tap column kw of product row j: w = j * stride + kw.
+      const float* src =
+          z->data() + kh * p.filter_cols * cg + (r.w_begin / p.stride_cols - win.col0) * lanes;
+      int64_t kw = r.w_begin % p.stride_cols;
+      for (float* dst = row->data(); dst < row->data() + width * cg; dst += cg) {
+        for (int64_t c = 0; c < cg; c += 8) {
+          __builtin_memcpy(dst + c, src + kw * cg + c, 8 * sizeof(float));
+        }
+        if (++kw == p.stride_cols) kw = 0, src += lanes;
       }
       cpu::NarrowRow(row->data(), width * cg,
                      in_backprop + ((r.n * p.in_rows + h) * p.in_cols + r.w_begin) * cg);
