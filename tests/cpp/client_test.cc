@@ -149,12 +149,15 @@ TF_Output NodeOutput(TF_Graph* graph, const std::string& name, int index = 0) {
   return TF_Output{TF_GraphOperationByName(graph, name.c_str()), index};
 }
 
-// Max |a - b|, or infinity when the shapes differ.
+// Max |a - b|, or infinity when the shapes differ or a difference is NaN
+// (std::max would pass a NaN over).
 double MaxError(const Values& a, const Values& b) {
   if (a.shape != b.shape || a.data.size() != b.data.size()) return INFINITY;
   double err = 0;
   for (size_t i = 0; i < a.data.size(); ++i) {
-    err = std::max(err, std::fabs(a.data[i] - b.data[i]));
+    const double d = std::fabs(a.data[i] - b.data[i]);
+    if (std::isnan(d)) return INFINITY;
+    err = std::max(err, d);
   }
   return err;
 }

@@ -77,7 +77,9 @@ bool Compare(const std::vector<T>& got, const std::vector<double>& expected, dou
              const char* what) {
   for (size_t i = 0; i < got.size(); ++i) {
     const double value = static_cast<double>(static_cast<float>(got[i]));
-    if (std::abs(value - expected[i]) > tolerance * (1 + std::abs(expected[i]))) {
+    // Written so that a NaN (or an infinity) where a finite value is due
+    // fails: a plain `difference > bound` is false for NaN.
+    if (!(std::abs(value - expected[i]) <= tolerance * (1 + std::abs(expected[i])))) {
       std::printf("%s MISMATCH at %zu: got %g expected %g\n", what, i, value, expected[i]);
       return false;
     }
