@@ -631,6 +631,30 @@ int main(int argc, char** argv) {
   }
   std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
   (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
+  // bfloat16 filter gradients of the all-taps shape with 32 or more (tap,
+  // input channel) rows and 16 or more out channels: under AMX the pair
+  // path with the panel laid out by row, whose wide rows are made 16 pairs
+  // at a time (odd pixel counts leave a last pair with one pixel).
+  int by_row = 0, by_row_wanted = 0;
+  for (int i = 0; i < 60; ++i) {
+    ct::ConvAttrs attrs = RandomValidAttrs(false);
+    attrs.dilations[2] = 1;
+    const int64_t kh = Uniform(1, 4), kw = Uniform(2, 5), taps = kh * kw;
+    const int64_t cg = Uniform((32 + taps - 1) / taps, std::min<int64_t>(31, 512 / taps));
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 8), Uniform(1, 40)}, {kh, kw}, 1, cg,
+                    Uniform(16, 40), &p)) {
+      continue;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const bool nonempty = p.input_elements() != 0 && p.out_backprop_elements() != 0;
+    by_row_wanted += isa.amx && nonempty;
+    by_row += nonempty && ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa).pairs_by_row;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
+  }
+  std::printf("all-taps pairs by row: %d problems, %d of them expected\n", by_row, by_row_wanted);
+  (by_row == by_row_wanted && (!ct::cpu::IsaFacts::Chosen().amx || by_row >= 30) ? passed
+                                                                                 : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
   // each one with elements must take them exactly where the plan's rule
   // says (generic path, or bfloat16 pairs on AMX, wide enough for each).
