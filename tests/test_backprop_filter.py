@@ -174,6 +174,63 @@ def test_float32_taps_in_place_path(in_depth, out_depth, kernel, stride, padding
     _check_against_reference_builtin_and_non_finite(config, seed=12)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        # One slice (a large filter), six input-channel chunks, two
+        # out_backprop chunks in it (of 102 and 26 rows).
+        Conv2DTransposeConfig(
+            batch=8,
+            in_rows=32,
+            in_cols=32,
+            in_depth=192,
+            out_depth=128,
+            filter_rows=5,
+            filter_cols=5,
+            stride=(2, 2),
+            padding="SAME",
+        ),
+        # The same in NCHW (computed on NHWC copies).
+        Conv2DTransposeConfig(
+            batch=8,
+            in_rows=32,
+            in_cols=32,
+            in_depth=192,
+            out_depth=128,
+            filter_rows=5,
+            filter_cols=5,
+            stride=(2, 2),
+            padding="SAME",
+            data_format="NCHW",
+        ),
+        # Two groups, four slices, slices of one and of two chunks.
+        Conv2DTransposeConfig(
+            batch=24,
+            in_rows=20,
+            in_cols=20,
+            in_depth=192,
+            out_depth=128,
+            filter_rows=3,
+            filter_cols=3,
+            stride=(1, 1),
+            padding="SAME",
+            groups=2,
+        ),
+    ],
+    ids=["one-slice", "one-slice-nchw", "groups2-slices"],
+)
+def test_bfloat16_chunked_input_channels(config):
+    """bfloat16 with many input channels per group: on AMX the tasks split a
+    group's input channels and share one turned copy of out_backprop, laid
+    out chunk by chunk. Against the float64 reference, and bitwise the same
+    on a second run."""
+    x, out_backprop = random_problem(config, tf.bfloat16, seed=13)
+    ours = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
+    assert_filter_grad_close_to_reference(config, x, out_backprop, ours)
+    again = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
+    np.testing.assert_array_equal(ours.numpy(), again.numpy())
+
+
 def _check_against_reference_builtin_and_non_finite(config: Conv2DTransposeConfig, seed: int):
     """The float32 filter gradient of a random problem against the reference
     and the built-in; then with an infinity in a corner pixel, one on the

@@ -655,6 +655,38 @@ int main(int argc, char** argv) {
   std::printf("all-taps pairs by row: %d problems, %d of them expected\n", by_row, by_row_wanted);
   (by_row == by_row_wanted && (!ct::cpu::IsaFacts::Chosen().amx || by_row >= 30) ? passed
                                                                                  : failed)++;
+  // bfloat16 filter gradients with 64 or more input channels per group: under
+  // AMX the turned product over several input-channel chunks, out_backprop
+  // turned once before the tasks and shared by them (several slices and
+  // groups among them; NCHW is computed on NHWC copies, with that plan).
+  int shared = 0, shared_groups = 0, shared_wanted = 0;
+  for (int i = 0; i < 30; ++i) {
+    // Two groups in every other draw, with few rows (fewer slices) so that
+    // they too take several chunks.
+    const ct::ConvAttrs attrs = RandomValidAttrs(i % 4 == 3);
+    const int64_t groups = 1 + i % 2;
+    ct::ConvProblem p;
+    if (!ProblemFor(
+            attrs,
+            {groups == 1 ? Uniform(1, 2) : 1, Uniform(2, groups == 1 ? 8 : 5), Uniform(2, 12)},
+            {Uniform(1, 3), Uniform(1, 3)}, groups, Uniform(64, 128), Uniform(16, 48), &p)) {
+      continue;
+    }
+    ct::ConvProblem nhwc = p;
+    nhwc.data_format = ct::DataFormat::kNHWC;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuFilterPlan plan = ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(nhwc, isa);
+    shared_wanted += plan.co_rows && plan.ci_chunks > 1;
+    shared += plan.shared_dy;
+    shared_groups += plan.shared_dy && groups == 2;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
+  }
+  std::printf("shared turned out_backprop: %d problems (%d with two groups), %d expected\n", shared,
+              shared_groups, shared_wanted);
+  (shared == shared_wanted &&
+           (!ct::cpu::IsaFacts::Chosen().amx || (shared >= 15 && shared_groups >= 5))
+       ? passed
+       : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
   // each one with elements must take them exactly where the plan's rule
   // says (generic path, or bfloat16 pairs on AMX, wide enough for each).

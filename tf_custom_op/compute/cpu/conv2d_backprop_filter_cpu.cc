@@ -37,6 +37,7 @@ namespace {
 using cpu::Accumulator;
 using cpu::CpuFilterPlan;
 using cpu::Path;
+using cpu::TurnedPairs;
 
 // ---------------------------------------------------------------------------
 // Operand gathers for one chunk of out_backprop rows (rows count batch x
@@ -256,18 +257,10 @@ struct FilterPanels {
   std::vector<Acc> dy, x;
   std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
   std::vector<uint32_t> pairs_dy, pairs_x;
-  std::vector<const T*> sources;  // per chunk pixel: where a tap reads it
-  std::vector<T> zeros;           // what it reads where that is padding
+  const uint32_t* turned_dy = nullptr;  // under co_rows: pairs_dy or the shared copy
+  std::vector<const T*> sources;        // per chunk pixel: where a tap reads it
+  std::vector<T> zeros;                 // what it reads where that is padding
 };
-
-// Pixel pairs of a chunk under plan.co_rows: (pixels + 1) / 2, rounded up to
-// whole chunks of 16 where that adds little (the AMX kernel then needs no
-// pass for a last, partial chunk); the pairs past the chunk's pixels are
-// zero.
-inline int64_t TurnedPairs(int64_t pixels) {
-  const int64_t pairs = (pixels + 1) / 2;
-  return pairs >= 64 ? (pairs + 15) / 16 * 16 : pairs;
-}
 
 // 16 bfloat16 bit patterns, and 16 words of two.
 typedef uint16_t U16x16 __attribute__((vector_size(32)));
@@ -375,30 +368,22 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
                       plan.block, &o);
 }
 
-// GatherPairs' result from a gathered panel raw_x ([pixel][width]: the
-// NCHW layout's gather).
-template <typename T>
-void PairBlocksFromPanel(int64_t pixels, int64_t width, FilterPanels<T, float>* s) {
-  const int64_t pairs = TurnedPairs(pixels), blocks = (width + 15) / 16;
-  s->pairs_x.assign(static_cast<size_t>(blocks * pairs * 16), 0u);
-  for (int64_t j = 0; j < blocks; ++j) {
-    InterleavePairs(s->raw_x.data() + 16 * j, width, pixels, std::min<int64_t>(16, width - 16 * j),
-                    s->pairs_x.data() + j * pairs * 16, 16);
+// plan.co_rows: rows [r0, r1) of group g's out_backprop (NHWC, as every
+// co_rows problem is) as pairs by row, dst[co][q] = out channel co of the
+// chunk's pixels 2q (low half) and 2q + 1, rows TurnedPairs(pixels) apart,
+// zero past the last pixel and on the rows from the group's last channel to
+// plan.lanes. Made once per chunk for every tap.
+inline void TurnOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan,
+                            const Eigen::bfloat16* out_backprop, int64_t r0, int64_t r1, int64_t g,
+                            uint32_t* dst) {
+  const int64_t cog = p.out_depth_per_group();
+  const int64_t pixels = (r1 - r0) * p.out_cols, pairs = TurnedPairs(pixels);
+  InterleavePairs<true>(out_backprop + r0 * p.out_cols * p.out_depth + g * cog, p.out_depth, pixels,
+                        cog, dst, pairs);
+  for (int64_t co = 0; co < cog; ++co) {
+    std::fill(dst + co * pairs + (pixels + 1) / 2, dst + (co + 1) * pairs, 0u);
   }
-}
-
-// plan.co_rows: the chunk's out_backprop, blocked by PackOutBackprop, as
-// pairs by row, pairs_dy[co][q] = out channel co of the chunk's pixels 2q
-// (low half) and 2q + 1, rows TurnedPairs(pixels) apart, zero past the last
-// pixel. Made once per chunk for every tap.
-template <typename T>
-void TurnPackedOutBackprop(const CpuFilterPlan& plan, int64_t pixels, FilterPanels<T, float>* s) {
-  const int64_t pairs = TurnedPairs(pixels);
-  s->pairs_dy.assign(static_cast<size_t>(plan.lanes * pairs), 0u);
-  for (int64_t b = 0; b < plan.blocks; ++b) {
-    InterleavePairs<true>(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels,
-                          plan.block, s->pairs_dy.data() + b * plan.block * pairs, pairs);
-  }
+  std::fill(dst + cog * pairs, dst + plan.lanes * pairs, 0u);
 }
 
 // One tap under plan.co_rows, its input pairs in s->pairs_x and the chunk's
@@ -412,7 +397,7 @@ void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf1
   const int64_t pairs = TurnedPairs(pixels);
   const int64_t blocks = (width + 15) / 16;
   cpu::Bf16PairOperands o;
-  o.x = reinterpret_cast<const Eigen::bfloat16*>(s.pairs_dy.data());
+  o.x = reinterpret_cast<const Eigen::bfloat16*>(s.turned_dy);
   o.pixel_stride = 2 * pairs;
   cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   o.w_block_stride = pairs * 16;
@@ -427,13 +412,15 @@ void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf1
 template <typename T, typename Acc>
 class BackpropFilterTask {
  public:
+  // turned: under plan.shared_dy, room for the turned out_backprop.
   BackpropFilterTask(const ConvProblem& p, const CpuFilterPlan& plan, const T* input,
-                     const T* out_backprop, Acc* partial)
+                     const T* out_backprop, Acc* partial, uint32_t* turned)
       : p_(p),
         plan_(plan),
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
+        turned_(turned),
         tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
         pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr) {}
 
@@ -441,14 +428,35 @@ class BackpropFilterTask {
   void Run(int64_t begin, int64_t end) const {
     const int64_t chunk_pixels = plan_.ChunkRows(p_) * p_.out_cols;
     FilterPanels<T, Acc> s;
-    if (plan_.path == Path::kBf16Pairs) {
+    if (plan_.co_rows || plan_.taps_in_place) {
+      // No panels, or (turned pairs) panels sized per chunk.
+    } else if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
-    } else if (!plan_.in_place && !plan_.taps_in_place) {
+    } else {
       s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     }
     for (int64_t task = begin; task < end; ++task) RunTask(task, &s);
+  }
+
+  // Under plan.shared_dy, the pass before Run: units [begin, end) of
+  // (group, slice, chunk of the slice), chunks_per_slice a slice, each
+  // chunk's out_backprop turned into its place (units past a slice's last
+  // chunk do nothing).
+  void TurnShared(int64_t begin, int64_t end, int64_t chunks_per_slice) const {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      const int64_t chunk_rows = plan_.ChunkRows(p_);
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t k = unit % chunks_per_slice;
+        const int64_t slice = unit / chunks_per_slice % plan_.slices;
+        const int64_t g = unit / (chunks_per_slice * plan_.slices);
+        const int64_t r0 = plan_.SliceBegin(p_, slice) + k * chunk_rows;
+        const int64_t r1 = std::min(plan_.SliceBegin(p_, slice + 1), r0 + chunk_rows);
+        if (r0 >= r1) continue;
+        TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g, turned_ + TurnedOffset(slice, r0, g));
+      }
+    }
   }
 
  private:
@@ -475,23 +483,23 @@ class BackpropFilterTask {
         std::fill(rows_acc, rows_acc + (ci1 - ci0) * plan_.lanes, Acc(0));
       }
     }
-    const int64_t rows = p_.batch * p_.out_rows;
     const int64_t chunk_rows = plan_.ChunkRows(p_);
-    const int64_t row_end = (slice + 1) * rows / plan_.slices;
+    const int64_t row_begin = plan_.SliceBegin(p_, slice),
+                  row_end = plan_.SliceBegin(p_, slice + 1);
     if constexpr (std::is_same_v<T, float>) {
       if (plan_.in_place) {
-        AccumulateInPlace(slice * rows / plan_.slices, row_end, g, ci0, ci1, acc + ci0);
+        AccumulateInPlace(row_begin, row_end, g, ci0, ci1, acc + ci0);
         return;
       }
       if (plan_.taps_in_place) {
-        AccumulateTapsInPlace(slice * rows / plan_.slices, row_end, acc, &s->x);
+        AccumulateTapsInPlace(row_begin, row_end, acc, &s->x);
         return;
       }
     }
-    for (int64_t r0 = slice * rows / plan_.slices; r0 < row_end; r0 += chunk_rows) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += chunk_rows) {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * p_.out_cols;
-      PackChunkOutBackprop(r0, r1, g, s);
+      PackChunkOutBackprop(slice, r0, r1, g, s);
       if (plan_.all_taps) {
         WithPanels(s, [&](auto*, auto* x) { PackInputAllTaps(p_, input_, r0, r1, x); });
         AccumulatePanel(pixels, ci1 - ci0, p_.filter_rows * p_.filter_cols, true, s,
@@ -505,6 +513,13 @@ class BackpropFilterTask {
         AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + offset);
       }
     }
+  }
+
+  // Where the chunk of slice `slice` from row r0 lies in the shared turned
+  // out_backprop, in words: groups one after another, each plan.lanes rows
+  // of its chunks' pairs.
+  int64_t TurnedOffset(int64_t slice, int64_t r0, int64_t g) const {
+    return plan_.lanes * (g * plan_.TurnedPairsTotal(p_) + plan_.TurnedPairsBefore(p_, slice, r0));
   }
 
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
@@ -670,28 +685,35 @@ class BackpropFilterTask {
   }
 
   // Tap (kh, kw)'s input values of the chunk in the form the plan's path
-  // reads: gathered into a panel, under co_rows also pair-interleaved into
-  // blocks (in one pass where the input is NHWC).
+  // reads: gathered into a panel, under co_rows gathered and
+  // pair-interleaved into blocks in one pass (co_rows problems are NHWC:
+  // bfloat16 NCHW is computed on NHWC copies).
   void PackTapInput(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t ci0,
                     int64_t ci1, FilterPanels<T, Acc>* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (plan_.co_rows && p_.nhwc())
-        return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
+      if (plan_.co_rows) return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
     }
     WithPanels(
         s, [&](auto*, auto* x) { PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x); });
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (plan_.co_rows) PairBlocksFromPanel((r1 - r0) * p_.out_cols, ci1 - ci0, s);
-    }
   }
 
   // The chunk's out_backprop in the form the plan's path reads.
-  void PackChunkOutBackprop(int64_t r0, int64_t r1, int64_t g, FilterPanels<T, Acc>* s) const {
+  void PackChunkOutBackprop(int64_t slice, int64_t r0, int64_t r1, int64_t g,
+                            FilterPanels<T, Acc>* s) const {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.shared_dy) {
+        s->turned_dy = turned_ + TurnedOffset(slice, r0, g);
+        return;
+      }
+      if (plan_.co_rows) {
+        s->pairs_dy.resize(static_cast<size_t>(plan_.lanes * TurnedPairs((r1 - r0) * p_.out_cols)));
+        TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->pairs_dy.data());
+        s->turned_dy = s->pairs_dy.data();
+        return;
+      }
+    }
     WithPanels(s,
                [&](auto* dy, auto*) { PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, dy); });
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (plan_.co_rows) TurnPackedOutBackprop(plan_, (r1 - r0) * p_.out_cols, s);
-    }
   }
 
   // Calls f(dy panel, x panel) with the panels the plan's path packs into:
@@ -726,6 +748,7 @@ class BackpropFilterTask {
   const T* input_;
   const T* out_backprop_;
   Acc* partial_;
+  uint32_t* turned_;
   const cpu::TapKernel<Acc> tap_kernel_;
   const cpu::Bf16PairKernel pair_kernel_;
 };
@@ -1006,7 +1029,19 @@ void FilterGradient(const ConvProblem& p, const T* input, const T* out_backprop,
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
                  [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
   } else {
-    const BackpropFilterTask<T, Acc> task(p, plan, input, out_backprop, partial);
+    uint32_t* turned = nullptr;
+    if (plan.shared_dy) {
+      turned = reinterpret_cast<uint32_t*>(
+          static_cast<char*>(workspace) +
+          (plan.slices * plan.slice_elements * static_cast<int64_t>(sizeof(Acc)) + 63) / 64 * 64);
+    }
+    const BackpropFilterTask<T, Acc> task(p, plan, input, out_backprop, partial, turned);
+    if (plan.shared_dy) {
+      const int64_t chunk_rows = plan.ChunkRows(p);
+      const int64_t chunks = (p.batch * p.out_rows / plan.slices + 1 + chunk_rows - 1) / chunk_rows;
+      parallel_for(p.groups * plan.slices * chunks, 4 * chunk_rows * p.out_cols * plan.lanes,
+                   [&](int64_t begin, int64_t end) { task.TurnShared(begin, end, chunks); });
+    }
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
                  [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
   }
