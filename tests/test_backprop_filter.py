@@ -231,6 +231,50 @@ def test_bfloat16_chunked_input_channels(config):
     np.testing.assert_array_equal(ours.numpy(), again.numpy())
 
 
+@pytest.mark.parametrize(
+    "dilation, groups, padding",
+    [(1, 1, "SAME"), (2, 1, "SAME"), (1, 4, "SAME"), (1, 1, "VALID")],
+    ids=["stride1", "dilation2", "groups4", "valid"],
+)
+def test_bfloat16_stride1_flat_grid(dilation, groups, padding):
+    """bfloat16 at stride 1 on a 56x56 input: on AMX every tap reads one
+    pair-interleaved copy of the zero-padded input. Against the float64
+    reference; then with infinities and a NaN in the input on its edges
+    (where some taps never read them): NaN, inf and finite exactly where the
+    reference has them."""
+    config = Conv2DTransposeConfig(
+        batch=2,
+        in_rows=56,
+        in_cols=56,
+        in_depth=64,
+        out_depth=64,
+        filter_rows=3,
+        filter_cols=3,
+        dilation=(dilation, dilation),
+        padding=padding,
+        groups=groups,
+    )
+    x, out_backprop = random_problem(config, tf.bfloat16, seed=14)
+    ours = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
+    assert_filter_grad_close_to_reference(config, x, out_backprop, ours)
+
+    values = x.numpy().astype(np.float32)
+    values[0, 0, 0, 5] = np.inf  # a corner: the taps of the far row and column never read it
+    values[1, -1, 17, 40] = -np.inf  # the bottom edge
+    values[0, 30, -1, 63] = np.nan  # the right edge
+    x = tf.constant(values, tf.bfloat16)
+    expected = testing.reference_conv2d_backprop_filter(
+        config, values.astype(np.float64), out_backprop.numpy().astype(np.float64)
+    )
+    got = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop).numpy()
+    got = got.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    scale = np.abs(expected[finite]).max()
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=2e-2, atol=1e-2 * scale)
+
+
 def _check_against_reference_builtin_and_non_finite(config: Conv2DTransposeConfig, seed: int):
     """The float32 filter gradient of a random problem against the reference
     and the built-in; then with an infinity in a corner pixel, one on the

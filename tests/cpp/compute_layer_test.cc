@@ -115,6 +115,50 @@ bool RunBackpropFilter(const ct::ConvProblem& p, double tolerance) {
   return Compare(dfilter, expected, tolerance, "backprop filter");
 }
 
+// The bfloat16 filter gradient (NHWC) with infinities and a NaN in the
+// input, on its edges among others (where some taps never read them): each
+// result NaN, the same infinity, or finite and close, exactly as the float64
+// definition has it. Paths that multiply more pairs than the definition
+// (zeros by input values) must not let those turn a sum NaN.
+bool RunNonFiniteInputBf16(const ct::ConvProblem& p) {
+  std::vector<double> x64, dy64;
+  std::vector<Eigen::bfloat16> x = RandomValues<Eigen::bfloat16>(p.input_elements(), &x64);
+  const std::vector<Eigen::bfloat16> dy =
+      RandomValues<Eigen::bfloat16>(p.out_backprop_elements(), &dy64);
+  const double specials[] = {std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < 3 && !x.empty(); ++i) {
+    const int64_t edge = Uniform(0, 2);
+    const int64_t h = edge == 0 ? 0 : edge == 1 ? p.in_rows - 1 : Uniform(0, p.in_rows - 1);
+    const int64_t w =
+        Uniform(0, 1) == 0 ? Uniform(0, 1) * (p.in_cols - 1) : Uniform(0, p.in_cols - 1);
+    const int64_t at = ((Uniform(0, p.batch - 1) * p.in_rows + h) * p.in_cols + w) * p.in_depth +
+                       Uniform(0, p.in_depth - 1);
+    x64[at] = specials[Uniform(0, 2)];
+    x[at] = static_cast<Eigen::bfloat16>(static_cast<float>(x64[at]));
+  }
+  Workspace workspace(ct::Conv2DBackpropFilterCpuWorkspaceBytes<Eigen::bfloat16>(p));
+  std::vector<Eigen::bfloat16> got(p.filter_elements(), Eigen::bfloat16(12345.0f));
+  ct::Conv2DBackpropFilterCpu<Eigen::bfloat16>(p, x.data(), dy.data(), got.data(), workspace.data(),
+                                               ScrambledFor);
+  std::vector<double> want(got.size(), 0.0);
+  ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { want[f] += x64[xi] * dy64[d]; });
+  for (size_t f = 0; f < got.size(); ++f) {
+    const double g = static_cast<float>(got[f]);
+    const bool same =
+        std::isnan(want[f]) ? std::isnan(g)
+        : std::isinf(want[f])
+            ? g == want[f]
+            : std::isfinite(g) && std::abs(g - want[f]) <= 1e-2 * (1 + std::abs(want[f]));
+    if (!same) {
+      std::printf("non-finite input MISMATCH at %zu: got %g expected %g\n", f, g, want[f]);
+      return false;
+    }
+  }
+  return true;
+}
+
 // The float filter gradient with a few infinities and NaNs in out_backprop
 // (NHWC): the result must be NaN, +inf, -inf or finite exactly where the
 // definition says, the input zero-padded (0 * inf is NaN where a tap reads
@@ -687,6 +731,35 @@ int main(int argc, char** argv) {
            (!ct::cpu::IsaFacts::Chosen().amx || (shared >= 15 && shared_groups >= 5))
        ? passed
        : failed)++;
+  // bfloat16 filter gradients at stride 1 whose padded input grid is at
+  // most a fifth larger than out_backprop: under AMX the flat grid (every tap
+  // read from one pair-interleaved copy of the padded input), plain and with
+  // infinities and NaNs in the input (such chunks gather per tap).
+  int flat = 0, flat_wanted = 0;
+  for (int i = 0; i < 40; ++i) {
+    ct::ConvAttrs attrs = RandomValidAttrs(false);
+    attrs.strides = {1, 1, 1, 1};
+    attrs.dilations = {1, Uniform(1, 2), Uniform(1, 2), 1};
+    const int64_t groups = Uniform(1, 2);
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, {Uniform(1, 3), Uniform(16, 30), Uniform(16, 30)},
+                    {Uniform(1, 3), Uniform(1, 3)}, groups, Uniform(16, 80), Uniform(16, 40), &p) ||
+        p.input_elements() == 0 || p.out_backprop_elements() == 0) {
+      continue;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuFilterPlan plan = ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+    const int64_t extra_rows = (p.filter_rows - 1) * p.dilation_rows;
+    const int64_t extra_cols = (p.filter_cols - 1) * p.dilation_cols;
+    const int64_t rows = p.out_rows + extra_rows, cols = (p.out_cols + extra_cols + 1) / 2 * 2;
+    flat_wanted += plan.co_rows && extra_rows <= p.out_rows / 4 && extra_cols <= p.out_cols / 4 &&
+                   5 * rows * cols <= 6 * p.out_rows * p.out_cols;
+    flat += plan.flat;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
+    (RunNonFiniteInputBf16(p) ? passed : failed)++;
+  }
+  std::printf("flat grid: %d problems, %d expected\n", flat, flat_wanted);
+  (flat == flat_wanted && (!ct::cpu::IsaFacts::Chosen().amx || flat >= 20) ? passed : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
   // each one with elements must take them exactly where the plan's rule
   // says (generic path, or bfloat16 pairs on AMX, wide enough for each).

@@ -8,6 +8,9 @@
 // pixels by the same register-blocked micro-kernel as Conv2DBackpropInput.
 // With few input channels every tap is gathered into one panel and the
 // product's rows are (tap, ci): one call for all taps (plan.h's all_taps).
+// bfloat16 at stride 1 on AMX reduces over the zero-padded input grid
+// instead, where every tap reads one copy of the padded input (plan.h's
+// flat).
 // In float two layouts need no panels at all (plan.h): input channels in
 // whole 16-lane blocks (in_place, the product turned around), and the
 // all-taps shape with out channels in whole blocks (taps_in_place, a filter
@@ -259,6 +262,8 @@ struct FilterPanels {
   std::vector<uint32_t> pairs_dy, pairs_x;
   const uint32_t* turned_dy = nullptr;  // under co_rows: pairs_dy or the shared copy
   std::vector<const T*> sources;        // per chunk pixel: where a tap reads it
+  std::vector<const T*> tap_sources;    // plan.flat's per-tap gather
+  std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
   std::vector<T> zeros;                 // what it reads where that is padding
 };
 
@@ -266,11 +271,45 @@ struct FilterPanels {
 typedef uint16_t U16x16 __attribute__((vector_size(32)));
 typedef uint32_t U32x16 __attribute__((vector_size(64)));
 
+// dst[j][q][c] = channel 16j + c of the values at sources[2q] (low half)
+// and sources[2q + 1], q < pairs, blocks j of 16 channels `block_stride`
+// words apart, c < width (in a last, partial block the lanes past width are
+// zero: they only reach sums nothing reads).
+template <typename T>
+void InterleaveSources(const T* const* sources, int64_t pairs, int64_t width, uint32_t* dst,
+                       int64_t block_stride) {
+  for (int64_t j = 0; j < (width + 15) / 16; ++j) {
+    const int64_t lanes = std::min<int64_t>(16, width - 16 * j);
+    uint32_t* to = dst + j * block_stride;
+    for (int64_t q = 0; q < pairs; ++q, to += 16) {
+      U16x16 even{}, odd{};
+      if (lanes == 16) {  // a constant size: vector loads
+        __builtin_memcpy(&even, sources[2 * q] + 16 * j, sizeof(even));
+        __builtin_memcpy(&odd, sources[2 * q + 1] + 16 * j, sizeof(odd));
+      } else {
+        __builtin_memcpy(&even, sources[2 * q] + 16 * j, 2 * lanes);
+        __builtin_memcpy(&odd, sources[2 * q + 1] + 16 * j, 2 * lanes);
+      }
+      const U32x16 words =
+          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+      __builtin_memcpy(to, &words, sizeof(words));
+    }
+  }
+}
+
+// Whether none of the 2n bfloat16 values in words[0, n) is an infinity or a
+// NaN, in a loop the compiler vectorises: a half's exponent bits plus 0x80
+// reach its top bit only when they are all ones (no carry leaves the half).
+inline bool AllFinitePairs(const uint32_t* words, int64_t n) {
+  uint32_t top = 0;
+  for (int64_t i = 0; i < n; ++i) top |= (words[i] & 0x7f807f80u) + 0x00800080u;
+  return (top & 0x80008000u) == 0;
+}
+
 // plan.co_rows, NHWC: one tap's input pairs gathered and interleaved in one
 // pass, dst[j][q][c] = the input channel ci0 + 16j + c of the pixels the tap
 // reads for the chunk's pixels 2q (low half) and 2q + 1, zero where it reads
-// padding, past the last pixel or past ci1 (lanes that only reach
-// accumulator columns past the group's channels, which nothing reads).
+// padding, past the last pixel or past ci1.
 template <typename T>
 void GatherPairs(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
                  int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, FilterPanels<T, float>* s) {
@@ -289,23 +328,70 @@ void GatherPairs(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, i
     }
   }
   s->pairs_x.resize(static_cast<size_t>(blocks * pairs * 16));
-  for (int64_t j = 0; j < blocks; ++j) {
-    const int64_t lanes = std::min<int64_t>(16, width - 16 * j);
-    uint32_t* dst = s->pairs_x.data() + j * pairs * 16;
-    for (int64_t q = 0; q < pairs; ++q, dst += 16) {
-      U16x16 even{}, odd{};
-      if (lanes == 16) {  // a constant size: vector loads
-        __builtin_memcpy(&even, s->sources[2 * q] + 16 * j, sizeof(even));
-        __builtin_memcpy(&odd, s->sources[2 * q + 1] + 16 * j, sizeof(odd));
-      } else {
-        __builtin_memcpy(&even, s->sources[2 * q] + 16 * j, 2 * lanes);
-        __builtin_memcpy(&odd, s->sources[2 * q + 1] + 16 * j, 2 * lanes);
-      }
-      const U32x16 words =
-          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
-      __builtin_memcpy(dst, &words, sizeof(words));
+  InterleaveSources(s->sources.data(), pairs, width, s->pairs_x.data(), pairs * 16);
+}
+
+// plan.flat: the padded input of the chunk of grid rows [r0, r1) and on
+// (channels [ci0, ci1) of group g), pair-interleaved for every tap:
+// flat_x[phase][j][m][c], m < FlatPairs(p, plan, r1 - r0), phase 0 the grid
+// pixels (2m, 2m + 1) from the chunk's first one, phase 1 (2m + 1, 2m + 2)
+// (made only where some tap's offset is odd). s->sources keeps where each
+// grid pixel reads. False where the values hold an infinity or NaN (the
+// grid's zero products would not all be zero): the chunk then gathers per
+// tap from s->sources (GatherFlatTap).
+inline int64_t FlatPairs(const ConvProblem& p, const CpuFilterPlan& plan, int64_t rows) {
+  const int64_t last_offset = (p.filter_rows - 1) * p.dilation_rows * plan.flat_cols +
+                              (p.filter_cols - 1) * p.dilation_cols;
+  return TurnedPairs(rows * plan.flat_cols) + last_offset / 2 + 1;
+}
+
+template <typename T>
+bool FlatInput(const ConvProblem& p, const CpuFilterPlan& plan, const T* input, int64_t r0,
+               int64_t r1, int64_t g, int64_t ci0, int64_t ci1, FilterPanels<T, float>* s) {
+  const int64_t width = ci1 - ci0, blocks = (width + 15) / 16;
+  const int64_t pairs = FlatPairs(p, plan, r1 - r0);
+  s->zeros.assign(static_cast<size_t>(blocks * 16), T(0));
+  s->sources.assign(static_cast<size_t>(2 * pairs + 2), s->zeros.data());
+  const int64_t count = 2 * pairs + 2, grid_rows = p.batch * plan.flat_rows;
+  // Grid row r0 + i reads input row h of image n, in the grid's columns
+  // [lo, hi).
+  const int64_t lo = std::min(p.pad_left, plan.flat_cols);
+  const int64_t hi = std::max(lo, std::min(plan.flat_cols, p.pad_left + p.in_cols));
+  for (int64_t i = 0; i * plan.flat_cols < count && r0 + i < grid_rows; ++i) {
+    const int64_t n = (r0 + i) / plan.flat_rows, h = (r0 + i) % plan.flat_rows - p.pad_top;
+    if (h < 0 || h >= p.in_rows) continue;
+    const T* row = input + ((n * p.in_rows + h) * p.in_cols - p.pad_left) * p.in_depth +
+                   g * p.filter_in_depth + ci0;
+    const int64_t first = i * plan.flat_cols;
+    for (int64_t c = lo; c < hi && first + c < count; ++c) {
+      s->sources[first + c] = row + c * p.in_depth;
     }
   }
+  const bool odd = p.dilation_cols % 2 == 1 && p.filter_cols > 1;
+  for (int phase = 0; phase < (odd ? 2 : 1); ++phase) {
+    s->flat_x[phase].resize(static_cast<size_t>(blocks * pairs * 16));
+    InterleaveSources(s->sources.data() + phase, pairs, width, s->flat_x[phase].data(), pairs * 16);
+  }
+  // Phase 0 holds every value of the chunk's input.
+  return AllFinitePairs(s->flat_x[0].data(), blocks * pairs * 16);
+}
+
+// plan.flat, a chunk FlatInput refused: tap (kh, kw)'s pairs in
+// s->pairs_x as GatherPairs lays them out, over the chunk's grid pixels,
+// zero where the grid pixel is not one of out_backprop's.
+template <typename T>
+void GatherFlatTap(const ConvProblem& p, const CpuFilterPlan& plan, int64_t r0, int64_t r1,
+                   int64_t kh, int64_t kw, int64_t width, FilterPanels<T, float>* s) {
+  const int64_t pairs = TurnedPairs((r1 - r0) * plan.flat_cols);
+  const int64_t offset = kh * p.dilation_rows * plan.flat_cols + kw * p.dilation_cols;
+  s->tap_sources.assign(static_cast<size_t>(2 * pairs), s->zeros.data());
+  for (int64_t r = r0; r < r1; ++r) {
+    if (r % plan.flat_rows >= p.out_rows) continue;
+    const int64_t first = (r - r0) * plan.flat_cols;
+    std::copy_n(s->sources.begin() + first + offset, p.out_cols, s->tap_sources.begin() + first);
+  }
+  s->pairs_x.resize(static_cast<size_t>((width + 15) / 16 * pairs * 16));
+  InterleaveSources(s->tap_sources.data(), pairs, width, s->pairs_x.data(), pairs * 16);
 }
 
 // `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
@@ -369,44 +455,56 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
 }
 
 // plan.co_rows: rows [r0, r1) of group g's out_backprop (NHWC, as every
-// co_rows problem is) as pairs by row, dst[co][q] = out channel co of the
-// chunk's pixels 2q (low half) and 2q + 1, rows TurnedPairs(pixels) apart,
-// zero past the last pixel and on the rows from the group's last channel to
-// plan.lanes. Made once per chunk for every tap.
+// co_rows problem is; under plan.flat rows of the grid) as pairs by row,
+// dst[co][q] = out channel co of the chunk's pixels 2q (low half) and
+// 2q + 1, rows TurnedPairs(pixels) apart, zero past the last pixel, at the
+// grid's pixels that are not out_backprop's and on the rows from the
+// group's last channel to plan.lanes. Made once per chunk for every tap.
 inline void TurnOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan,
                             const Eigen::bfloat16* out_backprop, int64_t r0, int64_t r1, int64_t g,
                             uint32_t* dst) {
   const int64_t cog = p.out_depth_per_group();
-  const int64_t pixels = (r1 - r0) * p.out_cols, pairs = TurnedPairs(pixels);
-  InterleavePairs<true>(out_backprop + r0 * p.out_cols * p.out_depth + g * cog, p.out_depth, pixels,
-                        cog, dst, pairs);
+  const int64_t pixels = (r1 - r0) * plan.RowPixels(p), pairs = TurnedPairs(pixels);
+  const Eigen::bfloat16* group = out_backprop + g * cog;
+  if (plan.flat) {  // each out_backprop row at its grid row (flat_cols is even)
+    std::fill(dst, dst + plan.lanes * pairs, 0u);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t oh = r % plan.flat_rows;
+      if (oh >= p.out_rows) continue;
+      InterleavePairs<true>(
+          group + (r / plan.flat_rows * p.out_rows + oh) * p.out_cols * p.out_depth, p.out_depth,
+          p.out_cols, cog, dst + (r - r0) * plan.flat_cols / 2, pairs);
+    }
+    return;
+  }
+  InterleavePairs<true>(group + r0 * p.out_cols * p.out_depth, p.out_depth, pixels, cog, dst,
+                        pairs);
   for (int64_t co = 0; co < cog; ++co) {
     std::fill(dst + co * pairs + (pixels + 1) / 2, dst + (co + 1) * pairs, 0u);
   }
   std::fill(dst + cog * pairs, dst + plan.lanes * pairs, 0u);
 }
 
-// One tap under plan.co_rows, its input pairs in s->pairs_x and the chunk's
-// out_backprop in s->pairs_dy already: acc[co][ci] += dy^T x over the chunk's
-// pixel pairs, the rows the group's out channels, the blocks 16 input
-// channels each.
-template <typename T>
-void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
-                       int64_t pixels, int64_t width, const FilterPanels<T, float>& s,
-                       float* tap_acc) {
+// One tap under plan.co_rows, the chunk's out_backprop turned at dy and the
+// tap's input pairs at w, blocks of 16 input channels w_block_stride words
+// apart: acc[co][ci] += dy^T x over the chunk's pixel pairs, the rows the
+// group's out channels.
+inline void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan,
+                              cpu::Bf16PairKernel kernel, int64_t pixels, int64_t width,
+                              const uint32_t* dy, const uint32_t* w, int64_t w_block_stride,
+                              float* tap_acc) {
   const int64_t pairs = TurnedPairs(pixels);
-  const int64_t blocks = (width + 15) / 16;
   cpu::Bf16PairOperands o;
-  o.x = reinterpret_cast<const Eigen::bfloat16*>(s.turned_dy);
+  o.x = reinterpret_cast<const Eigen::bfloat16*>(dy);
   o.pixel_stride = 2 * pairs;
   cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
-  o.w_block_stride = pairs * 16;
+  o.w_block_stride = w_block_stride;
   o.acc_stride = plan.ci_lanes;
   o.rows = p.out_depth_per_group();
   o.run = o.rows;
   o.x_line_stride = 0;
   o.acc_line_stride = 0;
-  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, s.pairs_x.data(), tap_acc, blocks, 16, &o);
+  cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, w, tap_acc, (width + 15) / 16, 16, &o);
 }
 
 template <typename T, typename Acc>
@@ -498,13 +596,26 @@ class BackpropFilterTask {
     }
     for (int64_t r0 = row_begin; r0 < row_end; r0 += chunk_rows) {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
-      const int64_t pixels = (r1 - r0) * p_.out_cols;
+      const int64_t pixels = (r1 - r0) * plan_.RowPixels(p_);
       PackChunkOutBackprop(slice, r0, r1, g, s);
       if (plan_.all_taps) {
         WithPanels(s, [&](auto*, auto* x) { PackInputAllTaps(p_, input_, r0, r1, x); });
         AccumulatePanel(pixels, ci1 - ci0, p_.filter_rows * p_.filter_cols, true, s,
                         acc + ci0 * plan_.lanes);
         continue;
+      }
+      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        if (plan_.flat && FlatInput(p_, plan_, input_, r0, r1, g, ci0, ci1, s)) {
+          const int64_t stride = FlatPairs(p_, plan_, r1 - r0) * 16;
+          for (int64_t tap = 0; tap < taps; ++tap) {
+            const int64_t offset = tap / p_.filter_cols * p_.dilation_rows * plan_.flat_cols +
+                                   tap % p_.filter_cols * p_.dilation_cols;
+            ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, ci1 - ci0, s->turned_dy,
+                              s->flat_x[offset % 2].data() + offset / 2 * 16, stride,
+                              acc + tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0);
+          }
+          continue;
+        }
       }
       for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
         PackTapInput(r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0, ci1, s);
@@ -691,6 +802,7 @@ class BackpropFilterTask {
   void PackTapInput(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t ci0,
                     int64_t ci1, FilterPanels<T, Acc>* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.flat) return GatherFlatTap(p_, plan_, r0, r1, kh, kw, ci1 - ci0, s);
       if (plan_.co_rows) return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
     }
     WithPanels(
@@ -706,7 +818,8 @@ class BackpropFilterTask {
         return;
       }
       if (plan_.co_rows) {
-        s->pairs_dy.resize(static_cast<size_t>(plan_.lanes * TurnedPairs((r1 - r0) * p_.out_cols)));
+        s->pairs_dy.resize(
+            static_cast<size_t>(plan_.lanes * TurnedPairs((r1 - r0) * plan_.RowPixels(p_))));
         TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->pairs_dy.data());
         s->turned_dy = s->pairs_dy.data();
         return;
@@ -732,7 +845,8 @@ class BackpropFilterTask {
                        FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.co_rows) {
-        ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, *s, tap_acc);
+        ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, s->turned_dy, s->pairs_x.data(),
+                          TurnedPairs(pixels) * 16, tap_acc);
         return;
       }
       if (plan_.path == Path::kBf16Pairs) {
@@ -1038,8 +1152,8 @@ void FilterGradient(const ConvProblem& p, const T* input, const T* out_backprop,
     const BackpropFilterTask<T, Acc> task(p, plan, input, out_backprop, partial, turned);
     if (plan.shared_dy) {
       const int64_t chunk_rows = plan.ChunkRows(p);
-      const int64_t chunks = (p.batch * p.out_rows / plan.slices + 1 + chunk_rows - 1) / chunk_rows;
-      parallel_for(p.groups * plan.slices * chunks, 4 * chunk_rows * p.out_cols * plan.lanes,
+      const int64_t chunks = (plan.ReductionRows(p) / plan.slices + chunk_rows) / chunk_rows;
+      parallel_for(p.groups * plan.slices * chunks, 4 * chunk_rows * plan.RowPixels(p) * plan.lanes,
                    [&](int64_t begin, int64_t end) { task.TurnShared(begin, end, chunks); });
     }
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
