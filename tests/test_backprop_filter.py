@@ -275,6 +275,37 @@ def test_bfloat16_stride1_flat_grid(dilation, groups, padding):
     np.testing.assert_allclose(got[finite], expected[finite], rtol=2e-2, atol=1e-2 * scale)
 
 
+@pytest.mark.parametrize(
+    "dtype, kernel, stride",
+    [
+        (tf.float32, 16, 8),
+        (tf.bfloat16, 16, 8),
+        (tf.float16, 32, 16),
+        (tf.bfloat16, 32, 16),
+    ],
+    ids=["float32-K16", "bfloat16-K16", "float16-K32", "bfloat16-K32"],
+)
+def test_few_channels_large_kernel_panels(dtype, kernel, stride):
+    """FCN's upsampling layers: 21 channels, a 16x16 or 32x32 kernel, one
+    group. More (tap, channel) rows than one all-taps panel holds, so each
+    chunk goes through panels of whole filter rows (K16) or of a row's
+    columns (K32). Against the float64 reference."""
+    config = Conv2DTransposeConfig(
+        batch=1,
+        in_rows=72,
+        in_cols=88,
+        in_depth=21,
+        out_depth=21,
+        filter_rows=kernel,
+        filter_cols=kernel,
+        stride=(stride, stride),
+        padding="SAME",
+    )
+    x, out_backprop = random_problem(config, dtype, seed=15)
+    ours = run(t2d.raw_ops.conv2d_backprop_filter, config, x, out_backprop)
+    assert_filter_grad_close_to_reference(config, x, out_backprop, ours)
+
+
 def _check_against_reference_builtin_and_non_finite(config: Conv2DTransposeConfig, seed: int):
     """The float32 filter gradient of a random problem against the reference
     and the built-in; then with an infinity in a corner pixel, one on the

@@ -760,6 +760,42 @@ int main(int argc, char** argv) {
   }
   std::printf("flat grid: %d problems, %d expected\n", flat, flat_wanted);
   (flat == flat_wanted && (!ct::cpu::IsaFacts::Chosen().amx || flat >= 20) ? passed : failed)++;
+  // Filter gradients of one NHWC group with few input channels and more
+  // (tap, channel) rows than one all-taps panel holds, in every floating
+  // type: panel after panel of whole filter rows, or of a filter row's
+  // columns where one row is too wide (a quarter of the draws).
+  int split_panels = 0, column_panels = 0;
+  for (int i = 0; i < 40; ++i) {
+    ct::ConvAttrs attrs = RandomValidAttrs(false);
+    attrs.dilations[1] = Uniform(1, 2);
+    attrs.dilations[2] = 1;
+    const bool wide = i % 4 == 3;
+    const int64_t cg = Uniform(wide ? 28 : 21, 31);
+    const int64_t kh = wide ? 2 : Uniform(5, 7), kw = wide ? Uniform(19, 22) : Uniform(5, 7);
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, {1, Uniform(14, 20), Uniform(24, 40)}, {kh, kw}, 1, cg, Uniform(4, 16),
+                    &p) ||
+        p.input_elements() == 0 || p.out_backprop_elements() == 0 ||
+        kh * kw * cg <= ct::cpu::kMaxAllTapsRows) {
+      continue;
+    }
+    const int kind = i % 3;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuFilterPlan plan =
+        kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa)
+        : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa)
+                    : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+    const bool split = plan.all_taps && plan.panel_rows * plan.panel_cols < kh * kw;
+    split_panels += split;
+    column_panels += split && plan.panel_cols < kw;
+    const bool ok = split && (kind == 0   ? RunOne<float>(p, 1e-5, true)
+                              : kind == 1 ? RunOne<Eigen::half>(p, 1e-2, true)
+                                          : RunOne<Eigen::bfloat16>(p, 1e-2, true));
+    (ok ? passed : failed)++;
+  }
+  std::printf("split all-taps panels: %d problems, %d of them by columns\n", split_panels,
+              column_panels);
+  (split_panels >= 30 && column_panels >= 8 ? passed : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
   // each one with elements must take them exactly where the plan's rule
   // says (generic path, or bfloat16 pairs on AMX, wide enough for each).

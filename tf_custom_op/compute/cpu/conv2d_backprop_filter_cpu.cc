@@ -165,30 +165,31 @@ void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r
   }
 }
 
-// The all-taps panel of plan.h: packed[pixel][kh][kw][ci], as
-// PackInputForTap per tap, zero where a tap reads padding. The plan takes it
-// for NHWC, one group and undilated columns only: there the taps of one
-// filter row read one contiguous run of input, copied at once wherever it
-// lies inside the input.
+// The all-taps panel of plan.h: packed[pixel][kh][kw][ci] for the taps of
+// filter rows [kh0, kh1) and columns [kw0, kw1), as PackInputForTap per tap,
+// zero where a tap reads padding. The plan takes it for NHWC, one group and
+// undilated columns only: there the taps of one filter row read one
+// contiguous run of input, copied at once wherever it lies inside the input.
 template <typename T, typename D>
-void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, D* packed) {
-  const int64_t width = p.in_depth;
-  const int64_t tap_row = p.filter_cols * width;
-  const int64_t stride = p.filter_rows * tap_row;
+void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t kh0,
+                      int64_t kh1, int64_t kw0, int64_t kw1, D* packed) {
+  const int64_t width = p.in_depth, cols = kw1 - kw0;
+  const int64_t tap_row = cols * width;
+  const int64_t stride = (kh1 - kh0) * tap_row;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_rows, oh = r % p.out_rows;
-    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
       const int64_t h = cpu::InputRow(p, oh, kh);
-      D* dst = packed + (r - r0) * p.out_cols * stride + kh * tap_row;
+      D* dst = packed + (r - r0) * p.out_cols * stride + (kh - kh0) * tap_row;
       const bool inside = h >= 0 && h < p.in_rows;
       const T* src = input + (n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
       for (int64_t ow = 0; ow < p.out_cols; ++ow, dst += stride) {
-        const int64_t w0 = cpu::InputCol(p, ow, 0);
-        if (inside && w0 >= 0 && w0 + p.filter_cols <= p.in_cols) {
+        const int64_t w0 = cpu::InputCol(p, ow, kw0);
+        if (inside && w0 >= 0 && w0 + cols <= p.in_cols) {
           GatherRow(src + w0 * width, tap_row, dst);
           continue;
         }
-        for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+        for (int64_t kw = 0; kw < cols; ++kw) {
           if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
             GatherRow(src + (w0 + kw) * width, width, dst + kw * width);
           } else {
@@ -598,10 +599,18 @@ class BackpropFilterTask {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * plan_.RowPixels(p_);
       PackChunkOutBackprop(slice, r0, r1, g, s);
-      if (plan_.all_taps) {
-        WithPanels(s, [&](auto*, auto* x) { PackInputAllTaps(p_, input_, r0, r1, x); });
-        AccumulatePanel(pixels, ci1 - ci0, p_.filter_rows * p_.filter_cols, true, s,
-                        acc + ci0 * plan_.lanes);
+      if (plan_.all_taps) {  // panel after panel (one, where every tap fits)
+        for (int64_t kh0 = 0; kh0 < p_.filter_rows; kh0 += plan_.panel_rows) {
+          const int64_t kh1 = std::min(p_.filter_rows, kh0 + plan_.panel_rows);
+          for (int64_t kw0 = 0; kw0 < p_.filter_cols; kw0 += plan_.panel_cols) {
+            const int64_t kw1 = std::min(p_.filter_cols, kw0 + plan_.panel_cols);
+            WithPanels(s, [&](auto*, auto* x) {
+              PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
+            });
+            AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), kh0 == 0 && kw0 == 0, s,
+                            acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
+          }
+        }
         continue;
       }
       if constexpr (std::is_same_v<T, Eigen::bfloat16>) {

@@ -278,6 +278,10 @@ constexpr int64_t kMinChannelsPerTask = 32;
 // small ones), as do the other types (half, and bfloat16 without AMX: no gain).
 constexpr int64_t kChunkElements = int64_t{1} << 18;
 constexpr int64_t kSmallChunkElements = int64_t{1} << 15;
+// The AMX panels by row where a chunk goes through several (compute_bench,
+// bfloat16, single thread: FCN-16 18x22's 32x32 kernel 5.6 -> 4.5 ms, FCN-8
+// 36x44 4.2 -> 3.9 against kSmallChunkElements).
+constexpr int64_t kSplitPanelChunkElements = int64_t{1} << 17;
 // Most micro-kernel rows (taps x input channels) one all-taps panel holds.
 constexpr int64_t kMaxAllTapsRows = 512;
 // The in-place path's calls run along one out_backprop row: with fewer
@@ -320,7 +324,12 @@ struct CpuFilterPlan {
   // a few values at a time. Only where a filter row's taps read one
   // contiguous run of input (NHWC, one group, undilated columns): with
   // groups the strided gather costs more than it saves (measured).
+  // With more taps than kMaxAllTapsRows rows hold, a panel takes
+  // `panel_rows` whole filter rows, or (panel_rows 1) `panel_cols` columns of
+  // one, and the chunk goes through panel after panel (FCN's 16x16 and 32x32
+  // kernels over 21 channels).
   bool all_taps;
+  int64_t panel_rows, panel_cols;
   // Pair path with AMX and all taps in one panel: the input panel's pixel
   // pairs laid out row by row, [tap, ci][pixel pair], as AMX tiles read
   // them, instead of [pixel pair][tap, ci] (the VDPBF16PS kernel's
@@ -404,8 +413,8 @@ struct CpuFilterPlan {
   int64_t RowPixels(const ConvProblem& p) const { return flat ? flat_cols : p.out_cols; }
 
   // Gathered input values per out_backprop pixel: one tap's or every tap's.
-  int64_t panel_width(const ConvProblem& p) const {
-    return all_taps ? p.filter_rows * p.filter_cols * ci_chunk : ci_chunk;
+  int64_t panel_width(const ConvProblem&) const {
+    return all_taps ? panel_rows * panel_cols * ci_chunk : ci_chunk;
   }
 
   // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
@@ -463,8 +472,9 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   plan.lanes = plan.blocks * plan.block;
   const int64_t taps = p.filter_rows * p.filter_cols;
   // (cg < kMinChannelsPerTask also means one input-channel chunk below.)
-  const bool all_taps_shape = !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 &&
-                              cg < kMinChannelsPerTask && taps * cg <= kMaxAllTapsRows;
+  const bool panels_shape =
+      !depthwise && p.groups == 1 && p.nhwc() && p.dilation_cols == 1 && cg < kMinChannelsPerTask;
+  const bool all_taps_shape = panels_shape && taps * cg <= kMaxAllTapsRows;
   const int64_t tail = cog % plan.block;
   plan.tail_block = tail % 8 == 0 ? 8 : tail % 4 == 0 ? 4 : 0;
   plan.taps_in_place = std::is_same_v<T, float> && all_taps_shape && plan.tail_block != 0;
@@ -472,7 +482,12 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   // against 0.98-1.00 ms in compute_bench).
   plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
                   p.out_cols >= kMinInPlaceCols && !plan.taps_in_place;
-  plan.all_taps = !plan.in_place && all_taps_shape;
+  plan.all_taps = !plan.in_place && panels_shape;
+  plan.panel_cols = std::clamp<int64_t>(kMaxAllTapsRows / cg, 1, p.filter_cols);
+  plan.panel_rows =
+      plan.panel_cols < p.filter_cols
+          ? 1
+          : std::clamp<int64_t>(kMaxAllTapsRows / (p.filter_cols * cg), 1, p.filter_rows);
   if (depthwise) {
     plan.path = Path::kDepthwise;
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
@@ -495,6 +510,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   }
   plan.chunk_elements =
       std::is_same_v<T, float> || plan.pairs_by_row ? kSmallChunkElements : kChunkElements;
+  if (plan.pairs_by_row && !all_taps_shape) plan.chunk_elements = kSplitPanelChunkElements;
   plan.ci_lanes = plan.co_rows ? (cg + 15) / 16 * 16 : cg;
   plan.slice_elements = p.groups * taps * cg * plan.lanes;
   if (plan.co_rows) plan.slice_elements = p.groups * taps * cog * plan.ci_lanes;
