@@ -201,53 +201,99 @@ void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t 
   }
 }
 
+// 16 bfloat16 bit patterns, and 16 words of two.
+typedef uint16_t U16x16 __attribute__((vector_size(32)));
+typedef uint32_t U32x16 __attribute__((vector_size(64)));
+
+// With AVX-512: dst[c][i] = the word of pixels 2i (low half) and 2i + 1 of
+// column c, for 16 pairs and 16 columns; src and dst as in InterleavePairs
+// below (kByRow). The words are made a pair at a time (a row of 16 columns)
+// and the 16x16 block turned by swapping its off-diagonal halves, quarters,
+// eighths and sixteenths (four rounds of two-register shuffles).
+__attribute__((target("avx512f"))) void TurnPairBlock(const Eigen::bfloat16* src,
+                                                      int64_t src_stride, uint32_t* dst,
+                                                      int64_t dst_stride) {
+  U32x16 v[16];
+  for (int i = 0; i < 16; ++i) {
+    U16x16 even, odd;
+    __builtin_memcpy(&even, src + 2 * i * src_stride, sizeof(even));
+    __builtin_memcpy(&odd, src + (2 * i + 1) * src_stride, sizeof(odd));
+    v[i] = __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+  }
+  for (int j = 0; j < 16; ++j) {
+    if (j & 8) continue;
+    const U32x16 a = v[j], b = v[j + 8];
+    v[j] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    v[j + 8] =
+        __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int j = 0; j < 16; ++j) {
+    if (j & 4) continue;
+    const U32x16 a = v[j], b = v[j + 4];
+    v[j] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    v[j + 4] =
+        __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  }
+  for (int j = 0; j < 16; ++j) {
+    if (j & 2) continue;
+    const U32x16 a = v[j], b = v[j + 2];
+    v[j] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    v[j + 2] =
+        __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  for (int j = 0; j < 16; j += 2) {
+    const U32x16 a = v[j], b = v[j + 1];
+    v[j] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    v[j + 1] =
+        __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+  for (int c = 0; c < 16; ++c) __builtin_memcpy(dst + c * dst_stride, &v[c], sizeof(v[c]));
+}
+
 // Two consecutive pixels' values as one word of bfloat16 halves, the even
 // pixel in the low half, zero past the last pixel: src is [pixel][width]
 // with rows `src_stride` apart, dst [pixel / 2][width] with rows `dst_stride`
 // apart, or with kByRow [width][pixel / 2] with rows `dst_stride` apart.
+// kByRow on a CPU with AVX-512 (wherever the AMX paths run) turns whole
+// blocks of 16 pairs x 16 columns with TurnPairBlock, the rest one word at
+// a time (ESPNet 256x512's filter gradient ...).
 template <bool kByRow = false>
 inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int64_t pixels,
                             int64_t width, uint32_t* dst, int64_t dst_stride) {
   const int64_t pairs = (pixels + 1) / 2;
-  if (kByRow && width >= 32) {
-    // Wide rows (the AMX all-taps panels): 16 pairs at a time, their words
-    // made pair by pair (a loop the compiler vectorises), then turned into
-    // dst's rows, 16 words of each at once. One word per row in turn had
-    // been most of those panels' time (ESPNet 256x512 19 -> 8 ms); for the
-    // 16-lane blocks the plain loop below measured faster.
-    constexpr int64_t kPairs = 16;
-    std::vector<uint32_t> words(static_cast<size_t>(kPairs * width));
-    for (int64_t q0 = 0; q0 < pairs; q0 += kPairs) {
-      const int64_t n = std::min(kPairs, pairs - q0);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t q = q0 + i;
-        const uint16_t* even = reinterpret_cast<const uint16_t*>(src + 2 * q * src_stride);
-        uint32_t* to = words.data() + i * width;
-        if (2 * q + 1 < pixels) {
-          const uint16_t* odd = even + src_stride;
-          for (int64_t c = 0; c < width; ++c) {
-            to[c] = static_cast<uint32_t>(even[c]) | static_cast<uint32_t>(odd[c]) << 16;
-          }
-        } else {
-          for (int64_t c = 0; c < width; ++c) to[c] = even[c];
-        }
+  // Pairs [0, whole_pairs) x columns [0, whole_cols) go in blocks.
+  int64_t whole_pairs = 0, whole_cols = 0;
+  if (kByRow && width >= 16 && pixels >= 32 && cpu::IsaFacts::Chosen().bf16_pairs) {
+    whole_pairs = pixels / 32 * 16;
+    whole_cols = width / 16 * 16;
+    for (int64_t q0 = 0; q0 < whole_pairs; q0 += 16) {
+      for (int64_t c0 = 0; c0 < whole_cols; c0 += 16) {
+        TurnPairBlock(src + 2 * q0 * src_stride + c0, src_stride, dst + c0 * dst_stride + q0,
+                      dst_stride);
       }
-      for (int64_t c = 0; c < width; ++c) {
-        for (int64_t i = 0; i < n; ++i) dst[c * dst_stride + q0 + i] = words[i * width + c];
-      }
+    }
+  }
+  if (!kByRow && width == 16) {  // a pair's 16 words at once (the blocked out_backprop)
+    for (int64_t q = 0; q < pairs; ++q) {
+      U16x16 even, odd{};
+      __builtin_memcpy(&even, src + 2 * q * src_stride, sizeof(even));
+      if (2 * q + 1 < pixels) __builtin_memcpy(&odd, src + (2 * q + 1) * src_stride, sizeof(odd));
+      const U32x16 words =
+          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+      __builtin_memcpy(dst + q * dst_stride, &words, sizeof(words));
     }
     return;
   }
-  for (int64_t q = 0; q < pairs; ++q) {
+  const auto word = [&](int64_t q, int64_t c) {
     const Eigen::bfloat16* even = src + 2 * q * src_stride;
-    const bool has_odd = 2 * q + 1 < pixels;
-    for (int64_t c = 0; c < width; ++c) {
-      uint16_t lo, hi = 0;
-      __builtin_memcpy(&lo, even + c, sizeof(lo));
-      if (has_odd) __builtin_memcpy(&hi, even + src_stride + c, sizeof(hi));
-      dst[kByRow ? c * dst_stride + q : q * dst_stride + c] =
-          static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
-    }
+    uint16_t lo, hi = 0;
+    __builtin_memcpy(&lo, even + c, sizeof(lo));
+    if (2 * q + 1 < pixels) __builtin_memcpy(&hi, even + src_stride + c, sizeof(hi));
+    dst[kByRow ? c * dst_stride + q : q * dst_stride + c] =
+        static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+  };
+  for (int64_t q = 0; q < pairs; ++q) {
+    for (int64_t c = q < whole_pairs ? whole_cols : 0; c < width; ++c) word(q, c);
   }
 }
 
@@ -267,10 +313,6 @@ struct FilterPanels {
   std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
   std::vector<T> zeros;                 // what it reads where that is padding
 };
-
-// 16 bfloat16 bit patterns, and 16 words of two.
-typedef uint16_t U16x16 __attribute__((vector_size(32)));
-typedef uint32_t U32x16 __attribute__((vector_size(64)));
 
 // dst[j][q][c] = channel 16j + c of the values at sources[2q] (low half)
 // and sources[2q + 1], q < pairs, blocks j of 16 channels `block_stride`
