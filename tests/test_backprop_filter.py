@@ -2,6 +2,8 @@
 definition, TensorFlow's built-in where it runs and XLA elsewhere; its
 validation; and bitwise determinism."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -174,35 +176,27 @@ def test_float32_taps_in_place_path(in_depth, out_depth, kernel, stride, padding
     _check_against_reference_builtin_and_non_finite(config, seed=12)
 
 
+_ONE_SLICE = Conv2DTransposeConfig(
+    batch=8,
+    in_rows=32,
+    in_cols=32,
+    in_depth=192,
+    out_depth=128,
+    filter_rows=5,
+    filter_cols=5,
+    stride=(2, 2),
+    padding="SAME",
+)
+
+
 @pytest.mark.parametrize(
     "config",
     [
         # One slice (a large filter), six input-channel chunks, two
         # out_backprop chunks in it (of 102 and 26 rows).
-        Conv2DTransposeConfig(
-            batch=8,
-            in_rows=32,
-            in_cols=32,
-            in_depth=192,
-            out_depth=128,
-            filter_rows=5,
-            filter_cols=5,
-            stride=(2, 2),
-            padding="SAME",
-        ),
+        _ONE_SLICE,
         # The same in NCHW (computed on NHWC copies).
-        Conv2DTransposeConfig(
-            batch=8,
-            in_rows=32,
-            in_cols=32,
-            in_depth=192,
-            out_depth=128,
-            filter_rows=5,
-            filter_cols=5,
-            stride=(2, 2),
-            padding="SAME",
-            data_format="NCHW",
-        ),
+        dataclasses.replace(_ONE_SLICE, data_format="NCHW"),
         # Two groups, four slices, slices of one and of two chunks.
         Conv2DTransposeConfig(
             batch=24,

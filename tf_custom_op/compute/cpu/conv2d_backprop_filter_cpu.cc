@@ -205,6 +205,13 @@ void PackInputAllTaps(const ConvProblem& p, const T* input, int64_t r0, int64_t 
 typedef uint16_t U16x16 __attribute__((vector_size(32)));
 typedef uint32_t U32x16 __attribute__((vector_size(64)));
 
+// The 16 words of two pixels' 16 values, the even pixel's in the low halves
+// (references and an out-parameter: vectors this wide passed by value would
+// take an ABI that depends on the compiler's target).
+inline void PairWords(const U16x16& even, const U16x16& odd, U32x16* words) {
+  *words = __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+}
+
 // With AVX-512: dst[c][i] = the word of pixels 2i (low half) and 2i + 1 of
 // column c, for 16 pairs and 16 columns; src and dst as in InterleavePairs
 // below (kByRow). The words are made a pair at a time (a row of 16 columns)
@@ -218,7 +225,7 @@ __attribute__((target("avx512f"))) void TurnPairBlock(const Eigen::bfloat16* src
     U16x16 even, odd;
     __builtin_memcpy(&even, src + 2 * i * src_stride, sizeof(even));
     __builtin_memcpy(&odd, src + (2 * i + 1) * src_stride, sizeof(odd));
-    v[i] = __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+    PairWords(even, odd, &v[i]);
   }
   for (int j = 0; j < 16; ++j) {
     if (j & 8) continue;
@@ -279,8 +286,8 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int6
       U16x16 even, odd{};
       __builtin_memcpy(&even, src + 2 * q * src_stride, sizeof(even));
       if (2 * q + 1 < pixels) __builtin_memcpy(&odd, src + (2 * q + 1) * src_stride, sizeof(odd));
-      const U32x16 words =
-          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+      U32x16 words;
+      PairWords(even, odd, &words);
       __builtin_memcpy(dst + q * dst_stride, &words, sizeof(words));
     }
     return;
@@ -334,8 +341,8 @@ void InterleaveSources(const T* const* sources, int64_t pairs, int64_t width, ui
         __builtin_memcpy(&even, sources[2 * q] + 16 * j, 2 * lanes);
         __builtin_memcpy(&odd, sources[2 * q + 1] + 16 * j, 2 * lanes);
       }
-      const U32x16 words =
-          __builtin_convertvector(even, U32x16) | __builtin_convertvector(odd, U32x16) << 16;
+      U32x16 words;
+      PairWords(even, odd, &words);
       __builtin_memcpy(to, &words, sizeof(words));
     }
   }

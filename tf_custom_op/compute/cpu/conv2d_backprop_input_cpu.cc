@@ -173,6 +173,22 @@ void AddScatterRun(const float* z, int64_t z_stride, int64_t n, float* a, int64_
   }
 }
 
+// The scatter path's pair-kernel call for one out_backprop row of `cols`
+// pixels (x set per row): the pixels as rows, read where they lie, their
+// out channels in pairs, `lanes` (tap, ci) columns of Z per pixel.
+inline cpu::Bf16PairOperands ScatterOperands(const ConvProblem& p, int64_t cols, int64_t lanes) {
+  cpu::Bf16PairOperands o;
+  o.pixel_stride = p.out_depth;
+  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
+  o.w_block_stride = p.out_depth / 2 * 16;
+  o.acc_stride = lanes;
+  o.rows = cols;
+  o.run = cols;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  return o;
+}
+
 // The scatter path (plan.h): per out_backprop row of the window the tile
 // reads, Z[pixel][tap, ci] = sum over co of dy[pixel][co] * filter[tap][ci][co]
 // on the pair kernel (the row's pixels as rows, read where they lie; the
@@ -194,15 +210,7 @@ void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Til
                    : plan.row_length == 8 ? &AddScatterRun<8>
                    : plan.row_length == 4 ? &AddScatterRun<4>
                                           : &AddScatterRun<1>;
-  cpu::Bf16PairOperands o;
-  o.pixel_stride = p.out_depth;
-  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
-  o.w_block_stride = p.out_depth / 2 * 16;
-  o.acc_stride = lanes;
-  o.rows = win.cols;
-  o.run = win.cols;
-  o.x_line_stride = 0;
-  o.acc_line_stride = 0;
+  cpu::Bf16PairOperands o = ScatterOperands(p, win.cols, lanes);
   for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
     std::fill(z->begin(), z->end(), 0.0f);
     o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
@@ -248,15 +256,7 @@ void StoreScatterDirect(const ConvProblem& p, const CpuInputPlan& plan, const Ti
   // read and write that far.
   z->resize(static_cast<size_t>(win.cols * lanes + 8));
   row->resize(static_cast<size_t>(width * cg + 8));
-  cpu::Bf16PairOperands o;
-  o.pixel_stride = p.out_depth;
-  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
-  o.w_block_stride = p.out_depth / 2 * 16;
-  o.acc_stride = lanes;
-  o.rows = win.cols;
-  o.run = win.cols;
-  o.x_line_stride = 0;
-  o.acc_line_stride = 0;
+  cpu::Bf16PairOperands o = ScatterOperands(p, win.cols, lanes);
   o.overwrite = true;
   for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
     o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
