@@ -91,7 +91,7 @@ TF_FLAGS := $(BUILD_DIR)/tf_flags.mk
 TF_READY ?= $(REQS_STAMP)
 
 # `make asan` sets these to build the library with sanitizers: LIB_SANITIZE
-# for the compute layer, TF_SANITIZE for the files that include TensorFlow's
+# for the compute layer and the link, TF_SANITIZE for the files that include TensorFlow's
 # headers (whose absl templates GCC cannot constant-evaluate under UBSan).
 LIB_SANITIZE ?=
 TF_SANITIZE ?=
@@ -176,8 +176,13 @@ $(OBJ_DIR)/%.cu.o: $(SRC_DIR)/%.cu.cc $(HDRS) $(TF_FLAGS)
 	$(NVCC) -x cu -std=c++17 -O3 -I. $(NVCC_ARCH) -D_GLIBCXX_USE_CXX11_ABI=1 \
 	  -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings -c $< -o $@
 
-$(LIB): $(OBJS) $(COMPUTE_LIB)
-	$(CXX) -shared $(OBJS) $(COMPUTE_LIB) -o $@ $(TF_LFLAGS) $(XLA_LFLAGS) $(GPU_LFLAGS) \
+# The compute library the plugin links: its own build directory's, unless the
+# caller names one already built with the flags it wants (make asan links the
+# sanitized one of make cpp-test, make gpu-test the plain one: the compute
+# layer takes no GPU flags).
+PLUGIN_COMPUTE_LIB ?= $(COMPUTE_LIB)
+$(LIB): $(OBJS) $(PLUGIN_COMPUTE_LIB)
+	$(CXX) -shared $(OBJS) $(PLUGIN_COMPUTE_LIB) -o $@ $(TF_LFLAGS) $(XLA_LFLAGS) $(GPU_LFLAGS) \
 	  $(LIB_SANITIZE) -Wl,--no-undefined -Wl,-O1
 
 $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
@@ -185,17 +190,18 @@ $(INSTALL_STAMP): pyproject.toml $(REQS_STAMP)
 	@touch $@
 
 # The TF-free compute layer alone, under AddressSanitizer and UBSan: the same
-# sources built into a sanitized static library of its own.
+# sources built into a sanitized static library of its own (position
+# independent: make asan links it into the sanitized plugin).
 COMPUTE_TEST := $(BUILD_DIR)/compute_layer_test
 SANITIZE_DIR := $(BUILD_DIR)/sanitize
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all
 SANITIZED_LIB := $(SANITIZE_DIR)/libconv2d_compute.a
 $(SANITIZE_DIR)/%.o: $(SRC_DIR)/%.cc $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(@D)
-	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror -c $< -o $@
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -fPIC -Wall -Wextra -Werror -c $< -o $@
 $(SANITIZE_DIR)/ukernels/cpu_tap_kernels_%.o: $(SRC_DIR)/$(UKERNEL_SRC) $(HDRS) $(TF_FLAGS)
 	@mkdir -p $(@D)
-	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -Wall -Wextra -Werror $(ISA_CXXFLAGS) \
+	$(CXX) $(TF_CFLAGS) $(INCLUDES) $(SANITIZE) -fPIC -Wall -Wextra -Werror $(ISA_CXXFLAGS) \
 	  -DCONV2D_CPU_ISA=$* $(ISA_FLAGS_$*) -c $< -o $@
 $(SANITIZED_LIB): $(addprefix $(SANITIZE_DIR)/,$(COMPUTE_SRCS:.cc=.o)) \
                   $(foreach isa,$(ISAS),$(SANITIZE_DIR)/ukernels/cpu_tap_kernels_$(isa).o)
@@ -230,7 +236,10 @@ valgrind: $(PLAIN_TEST)
 	  --errors-for-leak-kinds=all ./$(PLAIN_TEST) 120 2000
 
 # The plugin library itself built with AddressSanitizer + UBSan (UBSan on the
-# compute layer, ASan everywhere; TensorFlow stays uninstrumented), then the
+# compute layer, ASan everywhere; TensorFlow stays uninstrumented): the
+# OpKernels compiled with ASan, linked with cpp-test's sanitized compute
+# library (-O1; its -O3 build under ASan and UBSan took four minutes of
+# make test for the same sources), then the
 # core and training test files on it through tools/asan_tests.sh, which says
 # how the runtime is preloaded, where reports go and which tests stay out.
 # First a self-test: a deliberate invalid read must be reported and fail.
@@ -240,8 +249,8 @@ ASAN_DIR := build/asan
 ASAN_LIB := $(ASAN_DIR)/_conv2d_transpose_ops.so
 ASAN_TESTS := tests/test_numerics.py tests/test_backprop_filter.py tests/test_gradients.py \
               tests/test_bad_inputs.py tests/test_determinism.py
-asan: $(REQS_STAMP)
-	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) \
+asan: $(REQS_STAMP) $(SANITIZED_LIB)
+	$(MAKE) build BUILD_DIR=$(ASAN_DIR) LIB=$(ASAN_LIB) PLUGIN_COMPUTE_LIB=$(SANITIZED_LIB) \
 	  LIB_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  TF_SANITIZE="-g -fno-omit-frame-pointer -fsanitize=address"
 	CXX=$(CXX) tools/asan_self_test.sh $(PY) $(ASAN_LIB)
@@ -286,8 +295,8 @@ wheel-test: $(REQS_STAMP)
 # (GPU kernels registered, unused) and run through the CPU suite; and the
 # TF-free GPU harness that tests/gpu/device_check.sh runs on a GPU machine.
 GPU_BUILD := BUILD_DIR=build/gpu LIB=build/gpu/_conv2d_transpose_ops.so GPU=1
-gpu-test: $(REQS_STAMP)
-	$(MAKE) build $(GPU_BUILD)
+gpu-test: $(REQS_STAMP) $(COMPUTE_LIB)
+	$(MAKE) build $(GPU_BUILD) PLUGIN_COMPUTE_LIB=$(COMPUTE_LIB)
 	tests/gpu/build_harness.sh build/gpu/harness.so
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tests/smoke.py --library build/gpu/_conv2d_transpose_ops.so
 	TF_CONV2D_TRANSPOSE_LIBRARY=build/gpu/_conv2d_transpose_ops.so \
