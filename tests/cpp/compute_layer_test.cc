@@ -162,8 +162,10 @@ bool RunNonFiniteInputBf16(const ct::ConvProblem& p) {
 // The float filter gradient with a few infinities and NaNs in out_backprop
 // (NHWC): the result must be NaN, +inf, -inf or finite exactly where the
 // definition says, the input zero-padded (0 * inf is NaN where a tap reads
-// padding). Which of the four a sum is does not depend on its order.
-bool RunNonFiniteFilter(const ct::ConvProblem& p) {
+// padding). Which of the four a sum is does not depend on its order. With
+// `edges` the values go in a row's first or last pixel (those that read the
+// padding columns).
+bool RunNonFiniteFilter(const ct::ConvProblem& p, bool edges = false) {
   std::vector<double> x64, dy64;
   const std::vector<float> x = RandomValues<float>(p.input_elements(), &x64);
   std::vector<float> dy = RandomValues<float>(p.out_backprop_elements(), &dy64);
@@ -171,7 +173,11 @@ bool RunNonFiniteFilter(const ct::ConvProblem& p) {
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN()};
   for (int i = 0; i < 3 && !dy.empty(); ++i) {
-    const int64_t at = Uniform(0, static_cast<int64_t>(dy.size()) - 1);
+    int64_t at = Uniform(0, static_cast<int64_t>(dy.size()) - 1);
+    if (edges) {
+      const int64_t row = at / (p.out_cols * p.out_depth), co = at % p.out_depth;
+      at = (row * p.out_cols + (Uniform(0, 1) == 0 ? 0 : p.out_cols - 1)) * p.out_depth + co;
+    }
     dy[at] = specials[Uniform(0, 2)];
     dy64[at] = dy[at];
   }
@@ -660,6 +666,29 @@ int main(int argc, char** argv) {
   }
   std::printf("in-place path: %d of %d problems\n", in_place, drawn);
   (in_place >= 20 ? passed : failed)++;
+  // The same with out_backprop rows of 14 to 47 pixels and shallow tensors:
+  // the in-place path's groups of rows (whole images, images cut across,
+  // groups split by the slices and by the batch), until 40 took them.
+  int grouped = 0;
+  drawn = 0;
+  for (; drawn < 400 && grouped < 40; ++drawn) {
+    ct::ConvProblem p;
+    const int64_t stride = Uniform(1, 2);
+    if (!ProblemFor(RandomValidAttrs(false),
+                    {Uniform(1, 3), Uniform(1, 12), Uniform(14, 47) * stride},
+                    {Uniform(1, 4), Uniform(1, 4)}, Uniform(1, 2), 16 * Uniform(1, 2),
+                    Uniform(1, 40), &p)) {
+      continue;
+    }
+    const ct::cpu::CpuFilterPlan plan =
+        ct::cpu::PlanCpuBackpropFilter<float>(p, ct::cpu::IsaFacts::Chosen());
+    grouped += plan.in_place && plan.in_place_rows > 1;
+    (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
+    (RunNonFiniteFilter(p) ? passed : failed)++;
+    (RunNonFiniteFilter(p, true) ? passed : failed)++;
+  }
+  std::printf("in-place groups of rows: %d of %d problems\n", grouped, drawn);
+  (grouped >= 40 ? passed : failed)++;
   // float filter gradients of the taps-in-place shape, plain and with
   // infinities and NaNs in out_backprop; each one with elements must take
   // that path under the chosen instruction set.

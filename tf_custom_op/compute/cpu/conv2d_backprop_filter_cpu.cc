@@ -695,10 +695,12 @@ class BackpropFilterTask {
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
   // channels [ci0, ci1) of group g, into acc[tap][co][ci_lanes] (acc already
   // at ci0), one call per (row, tap), taps inner: the row of out_backprop and
-  // the input rows it reads stay in L1 while its taps pass. (Passes of several
-  // rows per tap, with the sums kept in registers across the rows as the
-  // call's taps, measured slower: the rows no longer fit in L1.) Each element
-  // sums rows, then pixels, in order.
+  // the input rows it reads stay in L1 while its taps pass. Narrow rows go
+  // in groups of plan.in_place_rows, one call per (group, tap) whose taps are
+  // the group's rows that read inside the input. (For rows of 48 pixels or
+  // more such groups measured slower: the rows no longer fit in L1.) Each
+  // element sums rows, then pixels, in order; padding only poisons (a group's
+  // poisoned sums are NaN before its call, and stay NaN).
   void AccumulateInPlace(int64_t r0, int64_t r1, int64_t g, int64_t ci0, int64_t ci1,
                          Acc* acc) const {
     const int64_t cog = p_.out_depth_per_group(), cg = p_.filter_in_depth;
@@ -714,29 +716,44 @@ class BackpropFilterTask {
     o.x_line_stride = 0;
     o.acc_line_stride = 0;
     const cpu::GenericKernelCall<Acc> call{tap_kernel_};
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-      const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
+    int64_t dy_offsets[cpu::kMaxInPlaceGroupRows], x_offsets[cpu::kMaxInPlaceGroupRows];
+    for (int64_t rg = r0; rg < r1; rg += plan_.in_place_rows) {
+      const int64_t rg1 = std::min(r1, rg + plan_.in_place_rows);
       for (int64_t tap = 0; tap < taps; ++tap) {
         const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
         const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
-        const int64_t h = cpu::InputRow(p_, oh, kh);
         Acc* tap_acc = acc + tap * cog * plan_.ci_lanes;
         const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, ci1 - ci0};
-        if (h < 0 || h >= p_.in_rows) {
-          PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
-          continue;
+        // The group's rows whose tap reads an input row: the call's taps.
+        int64_t count = 0;
+        const T *dy0 = nullptr, *x0 = nullptr;
+        for (int64_t r = rg; r < rg1; ++r) {
+          const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+          const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
+          const int64_t h = cpu::InputRow(p_, oh, kh);
+          if (h < 0 || h >= p_.in_rows) {
+            PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
+            continue;
+          }
+          PoisonNonFinite(dy, 0, cols.lo, poisoned);
+          PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
+          if (cols.hi <= cols.lo) continue;
+          const T* x =
+              input_ +
+              ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
+              g * cg + ci0;
+          if (count == 0) dy0 = dy, x0 = x;
+          dy_offsets[count] = dy - dy0;
+          x_offsets[count] = x - x0;
+          ++count;
         }
-        PoisonNonFinite(dy, 0, cols.lo, poisoned);
-        PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
-        if (cols.hi <= cols.lo) continue;
-        o.x = dy + cols.lo * p_.out_depth;
+        if (count == 0) continue;
+        o.x = dy0 + cols.lo * p_.out_depth;
         o.channels = cols.hi - cols.lo;
-        const T* x =
-            input_ +
-            ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
-            g * cg + ci0;
-        cpu::CallOverBlocks(call, x, tap_acc, (ci1 - ci0) / plan_.block, plan_.block, &o);
+        o.taps = count;
+        o.x_taps = count > 1 ? dy_offsets : nullptr;
+        o.w_taps = count > 1 ? x_offsets : nullptr;
+        cpu::CallOverBlocks(call, x0, tap_acc, (ci1 - ci0) / plan_.block, plan_.block, &o);
       }
     }
   }

@@ -292,6 +292,23 @@ constexpr int64_t kMaxAllTapsRows = 512;
 // 45-47 -> 41-43), those of 56 and 64 still slower (stride1 56x56 15-16 ->
 // 17-18, groups4 5.5-6.3 -> 8.7-9.2, ENet 64x64 0.91-0.95 -> 1.03-1.08).
 constexpr int64_t kMinInPlaceCols = 48;
+// Rows of kMinGroupedCols up to kMinInPlaceCols pixels go in place too where
+// both tensors have at most kMaxGroupedDepth channels: in groups of rows
+// (within one image or across images) of kInPlaceGroupPixels pixels or more,
+// each group one call per tap whose taps are the group's rows, so that the
+// sums stay in registers across them. compute_bench, float32, one thread,
+// against the panels: DCGAN 16x16 128->64 56-59 -> 52-54 ms, 28x28 64->64
+// stride 1 8.9-9.0 -> 7.1-7.2, 14x14 128->128 stride 1 15.3-15.5 ->
+// 13.9-14.3. Deeper tensors put a pixel's channels 1 KiB or more apart, and
+// a group's pixels then fall on few L1 sets (14x14 256->256 stride 1: 66 ->
+// 73 ms); narrower rows gained nothing (8x8 and 4x4 128->128) or lost
+// (7x7 128->32: 1.0 -> 1.2 ms).
+constexpr int64_t kMinGroupedCols = 14;
+constexpr int64_t kMaxGroupedDepth = 128;
+constexpr int64_t kInPlaceGroupPixels = 48;
+// At most this many rows a group (the call's tap offsets live on the stack;
+// kInPlaceGroupPixels / kMinGroupedCols rounded up is 4).
+constexpr int64_t kMaxInPlaceGroupRows = 4;
 
 // Pixel pairs of a chunk of out_backprop under CpuFilterPlan::co_rows:
 // (pixels + 1) / 2, rounded up to whole chunks of 16 where that adds little
@@ -366,7 +383,8 @@ struct CpuFilterPlan {
   bool flat;
   int64_t flat_rows, flat_cols;
   // float, NHWC, input channels of a group in whole 16-lane blocks, rows of
-  // kMinInPlaceCols pixels or more, not taps_in_place: no panels at all.
+  // kMinInPlaceCols pixels or more (or narrower rows in groups, below), not
+  // taps_in_place: no panels at all.
   // Turned around as under co_rows (acc[co][ci], the same partial-sum
   // layout; block, blocks and lanes then count input channels), the
   // micro-kernel broadcasts out_backprop and loads the input's channels as
@@ -375,6 +393,9 @@ struct CpuFilterPlan {
   // value is not finite (0 * inf is NaN). Against the panels (compute_bench,
   // float32): groups4 0.58x the time, stride 1 0.80x, ENet 64x64 0.74x.
   bool in_place;
+  // Out_backprop rows per call under in_place: 1, or a group of rows read as
+  // the call's taps (kMinGroupedCols).
+  int64_t in_place_rows;
   // float under all_taps with the group's out channels in whole blocks of
   // `block` and then of tail_block (4 or 8; lanes == cog, tail_blocks of
   // them): no panels either, the product not turned. A call's rows are the
@@ -481,7 +502,14 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   // Where both apply the taps in place win (ENet 128x128 16->16: 0.54-0.84
   // against 0.98-1.00 ms in compute_bench).
   plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
-                  p.out_cols >= kMinInPlaceCols && !plan.taps_in_place;
+                  !plan.taps_in_place &&
+                  (p.out_cols >= kMinInPlaceCols ||
+                   (p.out_cols >= kMinGroupedCols && p.in_depth <= kMaxGroupedDepth &&
+                    p.out_depth <= kMaxGroupedDepth));
+  plan.in_place_rows =
+      p.out_cols >= kMinInPlaceCols
+          ? 1
+          : std::min(kMaxInPlaceGroupRows, (kInPlaceGroupPixels + p.out_cols - 1) / p.out_cols);
   plan.all_taps = !plan.in_place && panels_shape;
   plan.panel_cols = std::clamp<int64_t>(kMaxAllTapsRows / cg, 1, p.filter_cols);
   plan.panel_rows =
