@@ -689,6 +689,39 @@ int main(int argc, char** argv) {
   }
   std::printf("in-place groups of rows: %d of %d problems\n", grouped, drawn);
   (grouped >= 40 ? passed : failed)++;
+  // Filter gradients on the generic panels with several input-channel
+  // chunks (64+ input channels a group, off the in-place path: NCHW, or
+  // channels not in whole 16-lane blocks), whose out_backprop is packed once
+  // into the workspace for every chunk: float (NHWC ones also with inf/NaN)
+  // and half, until 20 took that path (one in eight large enough for several
+  // chunks a slice: stride 1, ~200 out channels).
+  int shared_packed = 0;
+  drawn = 0;
+  for (; drawn < 200 && shared_packed < 20; ++drawn) {
+    ct::ConvProblem p;
+    const bool nchw = drawn % 2 == 0, large = drawn % 8 == 0;
+    const int64_t cg = nchw ? Uniform(64, 90) : 16 * Uniform(4, 5) + Uniform(1, 15);
+    ct::ConvAttrs attrs = RandomValidAttrs(nchw);
+    if (large) {
+      for (int64_t& v : attrs.strides) v = 1;
+      for (int64_t& v : attrs.dilations) v = 1;
+    }
+    const int64_t rows = large ? Uniform(25, 30) : Uniform(1, 8);
+    const int64_t cols = large ? Uniform(25, 30) : Uniform(1, 12);
+    const int64_t kh = large ? 3 : Uniform(1, 3), kw = large ? 3 : Uniform(1, 3);
+    const int64_t batch = large ? 1 : Uniform(1, 2), groups = large ? 1 : Uniform(1, 2);
+    if (!ProblemFor(attrs, {batch, rows, cols}, {kh, kw}, groups, cg,
+                    large ? Uniform(180, 200) : Uniform(1, 40), &p)) {
+      continue;
+    }
+    shared_packed +=
+        ct::cpu::PlanCpuBackpropFilter<float>(p, ct::cpu::IsaFacts::Chosen()).shared_packed;
+    (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
+    (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
+    if (!nchw) (RunNonFiniteFilter(p) ? passed : failed)++;
+  }
+  std::printf("shared packed out_backprop: %d of %d problems\n", shared_packed, drawn);
+  (shared_packed >= 20 ? passed : failed)++;
   // float filter gradients of the taps-in-place shape, plain and with
   // infinities and NaNs in out_backprop; each one with elements must take
   // that path under the chosen instruction set.

@@ -316,6 +316,7 @@ struct FilterPanels {
   std::vector<T> raw_dy, raw_x;  // the pair kernel's, still in T
   std::vector<uint32_t> pairs_dy, pairs_x;
   const uint32_t* turned_dy = nullptr;  // under co_rows: pairs_dy or the shared copy
+  const Acc* packed_dy = nullptr;       // generic panels: dy or the shared copy
   std::vector<const T*> sources;        // per chunk pixel: where a tap reads it
   std::vector<const T*> tap_sources;    // plan.flat's per-tap gather
   std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
@@ -463,7 +464,7 @@ void ReduceTapPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::TapKer
   o.run = width;
   o.x_line_stride = width;
   o.acc_line_stride = p.filter_in_depth * plan.lanes;
-  cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.dy.data(), tap_acc, plan.blocks,
+  cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.packed_dy, tap_acc, plan.blocks,
                       plan.block, &o);
 }
 
@@ -561,15 +562,17 @@ inline void ReduceTurnedPanel(const ConvProblem& p, const CpuFilterPlan& plan,
 template <typename T, typename Acc>
 class BackpropFilterTask {
  public:
-  // turned: under plan.shared_dy, room for the turned out_backprop.
+  // shared: under plan.shared_dy or shared_packed, room for out_backprop
+  // turned or packed.
   BackpropFilterTask(const ConvProblem& p, const CpuFilterPlan& plan, const T* input,
-                     const T* out_backprop, Acc* partial, uint32_t* turned)
+                     const T* out_backprop, Acc* partial, void* shared)
       : p_(p),
         plan_(plan),
         input_(input),
         out_backprop_(out_backprop),
         partial_(partial),
-        turned_(turned),
+        turned_(static_cast<uint32_t*>(shared)),
+        packed_(static_cast<Acc*>(shared)),
         tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
         pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr) {}
 
@@ -583,27 +586,33 @@ class BackpropFilterTask {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     } else {
-      s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+      if (!plan_.shared_packed) s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     }
     for (int64_t task = begin; task < end; ++task) RunTask(task, &s);
   }
 
-  // Under plan.shared_dy, the pass before Run: units [begin, end) of
-  // (group, slice, chunk of the slice), chunks_per_slice a slice, each
-  // chunk's out_backprop turned into its place (units past a slice's last
-  // chunk do nothing).
-  void TurnShared(int64_t begin, int64_t end, int64_t chunks_per_slice) const {
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      const int64_t chunk_rows = plan_.ChunkRows(p_);
-      for (int64_t unit = begin; unit < end; ++unit) {
-        const int64_t k = unit % chunks_per_slice;
-        const int64_t slice = unit / chunks_per_slice % plan_.slices;
-        const int64_t g = unit / (chunks_per_slice * plan_.slices);
-        const int64_t r0 = plan_.SliceBegin(p_, slice) + k * chunk_rows;
-        const int64_t r1 = std::min(plan_.SliceBegin(p_, slice + 1), r0 + chunk_rows);
-        if (r0 >= r1) continue;
-        TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g, turned_ + TurnedOffset(slice, r0, g));
+  // Under plan.shared_dy or shared_packed, the pass before Run: units
+  // [begin, end) of (group, slice, chunk of the slice), chunks_per_slice a
+  // slice, each chunk's out_backprop turned or packed into its place (units
+  // past a slice's last chunk do nothing).
+  void PrepareShared(int64_t begin, int64_t end, int64_t chunks_per_slice) const {
+    const int64_t chunk_rows = plan_.ChunkRows(p_);
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t k = unit % chunks_per_slice;
+      const int64_t slice = unit / chunks_per_slice % plan_.slices;
+      const int64_t g = unit / (chunks_per_slice * plan_.slices);
+      const int64_t r0 = plan_.SliceBegin(p_, slice) + k * chunk_rows;
+      const int64_t r1 = std::min(plan_.SliceBegin(p_, slice + 1), r0 + chunk_rows);
+      if (r0 >= r1) continue;
+      if (plan_.shared_packed) {
+        PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, packed_ + PackedOffset(r0, g));
+      }
+      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        if (plan_.shared_dy) {
+          TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g,
+                          turned_ + TurnedOffset(slice, r0, g));
+        }
       }
     }
   }
@@ -690,6 +699,12 @@ class BackpropFilterTask {
   // of its chunks' pairs.
   int64_t TurnedOffset(int64_t slice, int64_t r0, int64_t g) const {
     return plan_.lanes * (g * plan_.TurnedPairsTotal(p_) + plan_.TurnedPairsBefore(p_, slice, r0));
+  }
+
+  // Where the chunk from row r0 lies in the shared packed out_backprop, in
+  // elements: groups one after another, each its rows' pixels x plan.lanes.
+  int64_t PackedOffset(int64_t r0, int64_t g) const {
+    return (g * plan_.ReductionRows(p_) + r0) * plan_.RowPixels(p_) * plan_.lanes;
   }
 
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
@@ -901,8 +916,13 @@ class BackpropFilterTask {
         return;
       }
     }
+    if (plan_.shared_packed) {
+      s->packed_dy = packed_ + PackedOffset(r0, g);
+      return;
+    }
     WithPanels(s,
                [&](auto* dy, auto*) { PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, dy); });
+    s->packed_dy = s->dy.data();
   }
 
   // Calls f(dy panel, x panel) with the panels the plan's path packs into:
@@ -939,6 +959,7 @@ class BackpropFilterTask {
   const T* out_backprop_;
   Acc* partial_;
   uint32_t* turned_;
+  Acc* packed_;
   const cpu::TapKernel<Acc> tap_kernel_;
   const cpu::Bf16PairKernel pair_kernel_;
 };
@@ -1219,18 +1240,15 @@ void FilterGradient(const ConvProblem& p, const T* input, const T* out_backprop,
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
                  [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
   } else {
-    uint32_t* turned = nullptr;
-    if (plan.shared_dy) {
-      turned = reinterpret_cast<uint32_t*>(
-          static_cast<char*>(workspace) +
-          (plan.slices * plan.slice_elements * static_cast<int64_t>(sizeof(Acc)) + 63) / 64 * 64);
-    }
-    const BackpropFilterTask<T, Acc> task(p, plan, input, out_backprop, partial, turned);
-    if (plan.shared_dy) {
+    const bool shared = plan.shared_dy || plan.shared_packed;
+    const BackpropFilterTask<T, Acc> task(
+        p, plan, input, out_backprop, partial,
+        shared ? static_cast<char*>(workspace) + plan.shared_offset_bytes : nullptr);
+    if (shared) {
       const int64_t chunk_rows = plan.ChunkRows(p);
       const int64_t chunks = (plan.ReductionRows(p) / plan.slices + chunk_rows) / chunk_rows;
       parallel_for(p.groups * plan.slices * chunks, 4 * chunk_rows * plan.RowPixels(p) * plan.lanes,
-                   [&](int64_t begin, int64_t end) { task.TurnShared(begin, end, chunks); });
+                   [&](int64_t begin, int64_t end) { task.PrepareShared(begin, end, chunks); });
     }
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),
                  [&task](int64_t begin, int64_t end) { task.Run(begin, end); });
