@@ -599,30 +599,36 @@ class BackpropInputTask {
   const cpu::DepthwiseInputKernel<Acc> depthwise_kernel_;
 };
 
-// kPhaseRows (plan.h). The filter as packed[kh][block][co][lane], lane
-// b * block + c of filter row kh being (kw, ci) = divmod(b * block + c,
-// in_depth): filter[kh][kw][ci][co].
+// kPhaseRows (plan.h). The filter as packed[kh][b][co][c]: lane c of block b
+// is lane start(b) + c of filter row kh's run, start(b) = min(b * block,
+// run - block) (the last block may overlap the one before it), lane l of the
+// run being (kw, ci) = divmod(l, in_depth): filter[kh][kw][ci][co].
 void PackPhaseFilter(const ConvProblem& p, const CpuInputPlan& plan, const float* filter,
                      float* packed) {
   const int64_t cog = p.out_depth, run = p.stride_cols * p.in_depth;
   for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
-    for (int64_t lane = 0; lane < run; ++lane) {
-      const float* src = filter + (kh * run + lane) * cog;  // [kh][kw][ci] is kh * run + lane
-      float* dst =
-          packed + (kh * plan.blocks + lane / plan.block) * cog * plan.block + lane % plan.block;
-      for (int64_t co = 0; co < cog; ++co) dst[co * plan.block] = src[co];
+    for (int64_t b = 0; b < plan.blocks; ++b) {
+      const int64_t start = std::min(b * plan.block, run - plan.block);
+      float* dst = packed + (kh * plan.blocks + b) * cog * plan.block;
+      for (int64_t c = 0; c < plan.block; ++c) {
+        const float* src = filter + (kh * run + start + c) * cog;  // [kh][kw][ci] is kh*run+lane
+        for (int64_t co = 0; co < cog; ++co) dst[co * plan.block + c] = src[co];
+      }
     }
   }
 }
 
 // Out_backprop rows [begin, end) (image-major): each one's stride_rows output
-// rows, zeroed and then summed into by one micro-kernel call per filter row
-// whose rows are the out_backprop row's pixels, read where they lie. Output
-// rows and columns past the last stride phase get no tap and stay zero.
+// rows, written by the micro-kernel calls of each filter row (overwriting:
+// the rows' pixels read where they lie, a run's lanes computed from zero).
+// Output rows and columns past the last stride phase get no tap: zeros.
 void PhaseRows(const ConvProblem& p, const CpuInputPlan& plan, const float* packed,
                const float* out_backprop, float* in_backprop, cpu::TapKernel<float> kernel,
                int64_t begin, int64_t end) {
   const int64_t run = p.stride_cols * p.in_depth, row = p.in_cols * p.in_depth;
+  const int64_t covered = p.out_cols * run;  // the row's values some tap writes
+  const int64_t whole = run / plan.block;    // blocks before an overlapping last one
+  const int64_t panel = plan.blocks * p.out_depth * plan.block;  // one filter row's
   cpu::TapOperands<float> o;
   o.pixel_stride = p.out_depth;
   cpu::GenericKernelCall<float>::SetReduction(p.out_depth, 1, &o);
@@ -633,15 +639,22 @@ void PhaseRows(const ConvProblem& p, const CpuInputPlan& plan, const float* pack
   o.run = p.out_cols;
   o.x_line_stride = 0;
   o.acc_line_stride = 0;
+  o.overwrite = true;
+  const cpu::GenericKernelCall<float> call{kernel};
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / p.out_rows, oh = r % p.out_rows;
     o.x = out_backprop + r * p.out_cols * p.out_depth;
     for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
       float* dst = in_backprop + (n * p.in_rows + oh * p.stride_rows + kh) * row;
-      std::fill(dst, dst + row, 0.0f);
-      cpu::CallOverBlocks(cpu::GenericKernelCall<float>{kernel},
-                          packed + kh * plan.blocks * p.out_depth * plan.block, dst, plan.blocks,
-                          plan.block, &o);
+      const float* w = packed + kh * panel;
+      cpu::CallOverBlocks(call, w, dst, whole, plan.block, &o);
+      if (whole < plan.blocks) {  // the overlapping last block
+        o.w = w + whole * o.w_block_stride;
+        o.blocks = 1;
+        o.acc = dst + run - plan.block;
+        call(o);
+      }
+      std::fill(dst + covered, dst + row, 0.0f);
     }
     if (oh == p.out_rows - 1) {  // rows no phase reaches
       float* first = in_backprop + (n * p.in_rows + p.out_rows * p.stride_rows) * row;
