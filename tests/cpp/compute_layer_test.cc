@@ -529,7 +529,7 @@ int main(int argc, char** argv) {
                     : kind == 1 ? RunOne<double>(p, 1e-12, filter_op)
                     : kind == 2 ? RunOne<Eigen::half>(p, 1e-3, filter_op)
                     : kind == 3 ? RunOne<Eigen::bfloat16>(p, 1e-2, filter_op)
-                                : RunOne<int32_t>(p, 0, false);
+                                : RunBackpropInput<int32_t>(p, 0);
     (ok ? passed : failed)++;
   }
   // Filters over the partial-sum budget: the filter gradient reduces them in
@@ -619,6 +619,54 @@ int main(int argc, char** argv) {
   }
   std::printf("kernel = stride: %d problems with an overlapping last block\n", overlapping_runs);
   (overlapping_runs >= 15 ? passed : failed)++;
+  // Kernels of several strides (strides 2-3, each side 1-3 strides), any
+  // padding: the phase-rows path with taps from several out_backprop pixels,
+  // groups at the edges missing taps or reaching past the row. At least 40
+  // must take it with a kernel of several strides and padding on the left.
+  int several_strides = 0;
+  for (int i = 0; i < 120; ++i) {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    const int64_t sh = Uniform(2, 3), sw = Uniform(2, 3);
+    const int64_t kh = sh * Uniform(1, 3), kw = sw * Uniform(1, 3);
+    attrs.strides = {1, sh, sw, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    const int64_t pick = Uniform(0, 2);
+    attrs.padding = pick == 0   ? ct::Padding::kValid
+                    : pick == 1 ? ct::Padding::kSame
+                                : ct::Padding::kExplicit;
+    int64_t pads[4] = {0, 0, 0, 0};
+    if (attrs.padding == ct::Padding::kExplicit) {
+      for (int64_t& pad : pads) pad = Uniform(0, 5);
+      attrs.explicit_paddings = {0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0};
+    }
+    const int64_t cin = Uniform(1, 40), cout = Uniform(1, 24);
+    const int64_t rows = Uniform(1, 14), cols = Uniform(1, 40);
+    int64_t out_rows, out_cols, unused0, unused1;
+    if (!ct::WindowedOutputSize(rows, kh, 1, sh, attrs.padding, pads[0], pads[1], &out_rows,
+                                &unused0, &unused1)
+             .ok() ||
+        !ct::WindowedOutputSize(cols, kw, 1, sw, attrs.padding, pads[2], pads[3], &out_cols,
+                                &unused0, &unused1)
+             .ok() ||
+        out_rows <= 0 || out_cols <= 0) {
+      continue;
+    }
+    const int64_t batch = Uniform(1, 2);
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, {batch, rows, cols, cin}, {kh, kw, cin, cout},
+                                {batch, out_rows, out_cols, cout}, &p)
+             .ok()) {
+      continue;
+    }
+    const ct::cpu::CpuInputPlan plan =
+        ct::cpu::PlanCpuBackpropInput<float>(p, ct::cpu::IsaFacts::Chosen());
+    several_strides +=
+        plan.path == ct::cpu::Path::kPhaseRows && (kh > sh || kw > sw) && p.pad_left > 0;
+    (RunOne<float>(p, 1e-6, false) ? passed : failed)++;
+  }
+  std::printf("kernel = m strides: %d problems of several strides with padding\n", several_strides);
+  (several_strides >= 40 ? passed : failed)++;
   // bfloat16 input gradients where every output pixel is one tap of one
   // out_backprop pixel (kernel = stride, no padding, the output a whole
   // number of strides; the scatter path's direct form under AMX, which

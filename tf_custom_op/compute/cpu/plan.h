@@ -44,9 +44,9 @@ enum class Path {
   kDepthwise,     // one channel per group: elementwise across the groups
   kScatterPairs,  // input gradient, bfloat16 on AMX, few input channels:
                   // every tap's products at once, added where they land
-  kPhaseRows,     // input gradient, float, kernel = stride: every output
-                  // pixel has one tap; out_backprop rows times the filter
-                  // written straight into the output's rows
+  kPhaseRows,     // input gradient, float, kernel = m strides: groups of
+                  // stride output pixels share their taps; out_backprop rows
+                  // times the filter written straight into the output's rows
 };
 
 // Whether a layout constraint applies to the depthwise test below.
@@ -134,16 +134,22 @@ struct CpuInputPlan {
   }
 };
 
-// kPhaseRows (float, NHWC, one group, kernel = stride in both directions, no
-// dilation, no tap reading padding): an out_backprop row's pixels each feed a
-// run of stride_cols * in_depth output values per filter row, side by side in
-// the output row, so one micro-kernel call per (out_backprop row, filter row,
-// block pair) writes straight into the output with lanes = that run: no tile,
-// no padded lanes, no store pass, no zeroing first (the calls overwrite).
+// kPhaseRows (float, NHWC, one group, no dilation, each kernel side a whole
+// number m of strides): output pixels come in groups of stride_cols, group
+// qx of output row iy taking the taps of out_backprop pixels (qy - a, qx - b)
+// for a < m_rows, b < m_cols (qy, qx: the pixel's place plus padding over the
+// stride), the same filter taps for every group of the row. So a group's
+// stride_cols * in_depth output values (its run) are one micro-kernel row,
+// and one call per (output row, block pair) writes all the row's groups,
+// summing their m_rows * m_cols taps: no tile, no padded lanes, no store
+// pass, no zeroing first (the calls overwrite); groups at the row's edges
+// (missing taps, or reaching past the row) go through a scratch run.
 // Only where in_depth is not a multiple of 16, whose tiles pad lanes and need
 // a store pass (ENet's 12 channels: 0.67x the time, ESPNet's 20: 0.6-0.7x);
 // with whole blocks the tiles keep the packed filter in cache and run in
-// place already (U-Net 32x32: 3% slower here).
+// place already (U-Net 32x32: 3% slower here). Kernels of several strides
+// only with strides of 2 or more both ways (FCN's 21 channels, kernel twice
+// the stride: 168-672 lanes a run instead of 21 of 32 in the tiles).
 // Returns the lane block (16 where the run has 16 lanes, else 8 or 4), or 0
 // where the path does not apply. A run that is not a whole number of blocks
 // ends in a block that overlaps the one before it: both compute the shared
@@ -152,12 +158,14 @@ struct CpuInputPlan {
 // filter row instead of 100 on AVX-512).
 template <typename T>
 int64_t PhaseRowsBlock(const ConvProblem& p) {
-  if (!std::is_same_v<T, float> || !p.nhwc() || p.groups != 1 || p.filter_rows != p.stride_rows ||
-      p.filter_cols != p.stride_cols || p.dilation_rows != 1 || p.dilation_cols != 1 ||
-      p.pad_top != 0 || p.pad_left != 0 || p.out_rows * p.stride_rows > p.in_rows ||
-      p.out_cols * p.stride_cols > p.in_cols || p.in_depth % 16 == 0) {
+  if (!std::is_same_v<T, float> || !p.nhwc() || p.groups != 1 || p.dilation_rows != 1 ||
+      p.dilation_cols != 1 || p.filter_rows % p.stride_rows != 0 ||
+      p.filter_cols % p.stride_cols != 0 || p.filter_rows == 0 || p.filter_cols == 0 ||
+      p.in_depth % 16 == 0) {
     return 0;
   }
+  const bool one_tap = p.filter_rows == p.stride_rows && p.filter_cols == p.stride_cols;
+  if (!one_tap && (p.stride_rows < 2 || p.stride_cols < 2)) return 0;
   const int64_t run = p.stride_cols * p.in_depth;
   for (const int64_t block : {16, 8, 4}) {
     if (run >= block) return block;
@@ -243,8 +251,9 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kPhaseRows;
     plan.block = phase_rows_block;
     plan.blocks = (p.stride_cols * cg + plan.block - 1) / plan.block;
-    plan.workspace_bytes = CheckedProduct(
-        {static_cast<int64_t>(sizeof(Acc)), p.filter_rows, plan.blocks, plan.block, cog});
+    plan.workspace_bytes =
+        CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.filter_rows,
+                        p.filter_cols / p.stride_cols, plan.blocks, plan.block, cog});
   } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16 &&
              cog % 2 == 0) {
     plan.path = Path::kBf16Pairs;
