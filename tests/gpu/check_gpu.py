@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import importlib.util
 import json
 import os
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEVICE = "cuda"
 
 
 def _load_testing():
@@ -212,7 +214,7 @@ def random_tensor(shape, dtype, generator, device):
 
 def check_one(harness, op, dtype, config, generator):
     """Returns (max error, bound ok, bitwise repeatable)."""
-    device = "cuda"
+    device = DEVICE
     c = config
     if op == 0:
         a = random_tensor(c.filter_shape, dtype, generator, device)
@@ -275,19 +277,37 @@ def correctness(harness, cases, seed=0):
 
 
 C = Config
+# The CPU bench's layers at GPU batch sizes, plus the kinds the direct kernels
+# find hardest: few channels, depthwise, NCHW.
 BENCH = [
     ("DCGAN 8x8 256->128 N64", C(64, 16, 16, 128, 256, 5, 5, (2, 2), padding="SAME")),
     ("DCGAN 16x16 128->64 N64", C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME")),
+    ("DCGAN 32x32 64->3 N64", C(64, 64, 64, 3, 64, 5, 5, (2, 2), padding="SAME")),
+    (
+        "DCGAN 16x16 128->64 N64 NCHW",
+        C(64, 32, 32, 64, 128, 5, 5, (2, 2), padding="SAME", data_format="NCHW"),
+    ),
     ("U-Net 32x32 512->256 N16", C(16, 64, 64, 256, 512, 2, 2, (2, 2), padding="SAME")),
     ("stride1 56x56 64->64 N32", C(32, 56, 56, 64, 64, 3, 3, padding="SAME")),
     ("ENet 64x64 K3 s2 32->32 N16", C(16, 128, 128, 32, 32, 3, 3, (2, 2), padding="SAME")),
+    (
+        "depthwise 56x56 g64 K3 s2 N32",
+        C(32, 112, 112, 64, 64, 3, 3, (2, 2), padding="SAME", groups=64),
+    ),
 ]
+OPS = ("backprop_input", "backprop_filter")
 
 
 def _time(fn, repeats=7):
+    """Median milliseconds of `fn` by CUDA events, after one untimed call
+    (which also lets cuDNN pick its algorithm). Slow calls get fewer repeats."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     fn()
+    end.record()
     torch.cuda.synchronize()
+    if start.elapsed_time(end) > 500:
+        repeats = 3
     times = []
     for _ in range(repeats):
         start.record()
@@ -298,32 +318,117 @@ def _time(fn, repeats=7):
     return statistics.median(times)
 
 
+def _torch_timings(op, config, a, b, dtype):
+    """cuDNN through torch: {label: ms}; float32 both with TF32 allowed (the
+    default of torch and of TensorFlow on this GPU) and without."""
+    reference = torch_backprop_input if op == 0 else torch_backprop_filter
+    modes = (
+        {"cudnn_ms": True, "cudnn_fp32_strict_ms": False}
+        if dtype == "float32"
+        else {"cudnn_ms": True}
+    )
+    times = {}
+    for label, tf32 in modes.items():
+        torch.backends.cudnn.allow_tf32 = tf32
+        times[label] = _time(functools.partial(reference, config, a, b))
+    torch.backends.cudnn.allow_tf32 = True
+    return times
+
+
 def benchmark(harness, dtypes):
+    """Both gradients of every BENCH layer: the direct kernels against cuDNN."""
     rows = []
     generator = torch.Generator().manual_seed(1)
+    torch.backends.cudnn.benchmark = True
     for name, config in BENCH:
+        for op in (0, 1):
+            for dtype in dtypes:
+                first_shape = config.filter_shape if op == 0 else config.input_shape
+                out_shape = config.input_shape if op == 0 else config.filter_shape
+                a = random_tensor(first_shape, dtype, generator, DEVICE)
+                b = random_tensor(config.out_backprop_shape, dtype, generator, DEVICE)
+                out = torch.empty(out_shape, dtype=TORCH_DTYPES[dtype], device=DEVICE)
+                ours = _time(functools.partial(harness.run, op, dtype, config, a, b, out))
+                row = {"shape": name, "op": OPS[op], "dtype": dtype, "ours_ms": ours}
+                row.update(_torch_timings(op, config, a, b, dtype))
+                row["ours_tflops"] = config.flops() / (ours * 1e-3) / 1e12
+                row["speed_vs_cudnn"] = row["cudnn_ms"] / ours
+                rows.append(row)
+                strict = row.get("cudnn_fp32_strict_ms")
+                print(
+                    f"| {name} | {OPS[op]} | {dtype} | {ours:.3f} | {row['cudnn_ms']:.3f} | "
+                    f"{'' if strict is None else f'{strict:.3f}'} | {row['ours_tflops']:.2f} | "
+                    f"{row['speed_vs_cudnn']:.3f}x |",
+                    flush=True,
+                )
+                del a, b, out
+    for op in OPS:
         for dtype in dtypes:
-            w = random_tensor(config.filter_shape, dtype, generator, "cuda")
-            dy = random_tensor(config.out_backprop_shape, dtype, generator, "cuda")
-            out = torch.empty(config.input_shape, dtype=TORCH_DTYPES[dtype], device="cuda")
-            ours = _time(lambda d=dtype, c=config, a=w, b=dy, o=out: harness.run(0, d, c, a, b, o))
-            theirs = _time(lambda c=config, a=w, b=dy: torch_backprop_input(c, a, b))
-            tflops = config.flops() / (ours * 1e-3) / 1e12
-            rows.append(
-                {
-                    "shape": name,
-                    "dtype": dtype,
-                    "ours_ms": ours,
-                    "cudnn_ms": theirs,
-                    "ours_tflops": tflops,
-                    "speed_vs_cudnn": theirs / ours,
-                }
-            )
-            print(
-                f"| {name} | {dtype} | {ours:.3f} | {theirs:.3f} | {tflops:.2f} | "
-                f"{theirs / ours:.2f}x |"
-            )
+            ratios = [r["speed_vs_cudnn"] for r in rows if r["op"] == op and r["dtype"] == dtype]
+            geomean = float(np.exp(np.mean(np.log(ratios))))
+            print(f"geomean speed vs cuDNN, {op} {dtype}: {geomean:.3f}x")
     return rows
+
+
+def large_offsets(harness, columns=2**31 + 4099):
+    """Both gradients where element offsets pass 2**31: one float16 row of
+    2**31 + 4099 columns with a column stride of 4096, so that out_backprop is
+    small while the taps reach past the 32-bit range. The input gradient is
+    checked bitwise (each element is one product or zero); the filter
+    gradient sums 524,290 products, of which only those past 2**31 - 2**15 are
+    non-zero, so a wrong or truncated offset changes the sum."""
+    stride = 4096
+    config = Config(1, 1, columns, 1, 1, 1, 1, (1, stride))
+    _, out_cols = config.out_size()
+    generator = torch.Generator().manual_seed(5)
+    dy = random_tensor(config.out_backprop_shape, "float16", generator, DEVICE)
+    w = random_tensor(config.filter_shape, "float16", generator, DEVICE)
+    result = {"config": config.describe(), "out_cols": out_cols}
+
+    grad_input = torch.full(config.input_shape, 7, dtype=torch.float16, device=DEVICE)
+    harness.run(0, "float16", config, w, dy, grad_input)
+    torch.cuda.synchronize()
+    # Every stride-th element is one rounded product, the others are zero;
+    # the last tap's row of `stride` columns is cut short by the input's end.
+    flat = grad_input.view(-1)
+    whole = flat[: (out_cols - 1) * stride].view(out_cols - 1, stride)
+    tail = flat[(out_cols - 1) * stride :]
+    expected = (dy.view(-1).float() * w.view(-1).float()).half()
+    zeros_ok = int(torch.count_nonzero(whole[:, 1:])) + int(torch.count_nonzero(tail[1:])) == 0
+    result["input_ok"] = (
+        bool(torch.equal(whole[:, 0], expected[:-1]))
+        and bool(torch.equal(tail[:1], expected[-1:]))
+        and zeros_ok
+    )
+    del grad_input, flat, whole, tail
+
+    x = torch.zeros(config.input_shape, dtype=torch.float16, device=DEVICE)
+    live = out_cols - 8  # the last 8 taps are past 2**31 - 2**15
+    x.view(-1)[live * stride :: stride] = random_tensor([8], "float16", generator, DEVICE)
+    grad_filter = torch.empty(config.filter_shape, dtype=torch.float16, device=DEVICE)
+    harness.run(1, "float16", config, x, dy, grad_filter)
+    torch.cuda.synchronize()
+    products = x.view(-1)[::stride][:out_cols].double() * dy.view(-1).double()
+    expected = float(products.sum())
+    error = abs(float(grad_filter.view(-1)[0]) - expected)
+    result["filter_error"] = error
+    result["filter_ok"] = error <= 2.0**-9 * float(products.abs().sum()) + 1e-7
+    print(f"large offsets: {result}")
+    return result
+
+
+def planted_overrun(harness):
+    """Writes a 4,096-element input gradient into a 1,024-element buffer, so
+    that a memory checker over the project's kernels must report it: proof
+    that it sees them (run with PyTorch's caching allocator off, whose pooled
+    blocks would hide the overrun)."""
+    config = Config(1, 32, 32, 4, 4, 3, 3, padding="SAME")
+    generator = torch.Generator().manual_seed(2)
+    w = random_tensor(config.filter_shape, "float32", generator, DEVICE)
+    dy = random_tensor(config.out_backprop_shape, "float32", generator, DEVICE)
+    short = torch.empty(int(np.prod(config.input_shape)) // 4, device=DEVICE)
+    harness.run(0, "float32", config, w, dy, short)
+    torch.cuda.synchronize()
 
 
 def selftest_references():
@@ -354,30 +459,44 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--harness")
     parser.add_argument("--out", default=".")
-    parser.add_argument("--cases", type=int, default=120)
+    parser.add_argument("--cases", type=int, help="random configurations (120; 6 with --quick)")
     parser.add_argument("--quick", action="store_true", help="few small cases (sanitizer runs)")
     parser.add_argument("--no-bench", action="store_true")
     parser.add_argument("--selftest-references", action="store_true")
+    parser.add_argument(
+        "--planted-overrun", action="store_true", help="one out-of-bounds write (memcheck's check)"
+    )
     args = parser.parse_args()
     if args.selftest_references:
         selftest_references()
         return 0
     harness = Harness(args.harness)
+    if args.planted_overrun:
+        planted_overrun(harness)
+        return 0
     print(
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
         f"cuDNN {torch.backends.cudnn.version()}"
     )
-    results, failures = correctness(harness, 6 if args.quick else args.cases)
+    cases = args.cases if args.cases is not None else 6 if args.quick else 120
+    results, failures = correctness(harness, cases)
     by_dtype = {}
     for r in results:
         key = f"{r['op']}/{r['dtype']}"
         by_dtype[key] = max(by_dtype.get(key, 0.0), r["max_error"])
     for key, error in sorted(by_dtype.items()):
         print(f"max error {key}: {error:.3g}")
+    large = {}
+    if not args.quick:
+        large = large_offsets(harness)
+        failures += not (large["input_ok"] and large["filter_ok"])
     bench = []
     if not (args.quick or args.no_bench):
-        print("| shape | dtype | ours ms | cuDNN ms | ours TFLOP/s | cuDNN time / ours |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| layer | gradient | dtype | ours ms | cuDNN ms | cuDNN strict fp32 ms | "
+            "ours TFLOP/s | cuDNN time / ours |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         bench = benchmark(harness, ["float32", "float16", "bfloat16"])
     os.makedirs(args.out, exist_ok=True)
     name = "results_quick.json" if args.quick else "results.json"
@@ -387,6 +506,7 @@ def main() -> int:
                 "correctness": results,
                 "max_error_by_op_dtype": by_dtype,
                 "failures": failures,
+                "large_offsets": large,
                 "benchmark": bench,
             },
             f,
