@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -18,10 +19,15 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "tests/cpp/reference.h"
 #include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/memory_hints.h"
 #include "tf_custom_op/compute/cpu/plan.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
@@ -483,6 +489,76 @@ int StatusAndCallFailures() {
   expect(!ct::ComputeConvProblem("t", attrs, {big, big, 1, 0}, {1, 1, 0, 2}, {big, big, 1, 2}, &p)
               .ok(),
          "element count overflow");
+  return failures;
+}
+
+// The flags of the mapping that holds `address`, from /proc/self/smaps
+// ("" if none is found there).
+std::string VmFlagsAt(uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 && line.find('-') < 16) {
+      inside = begin <= address && address < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// The huge-page advice: no effect on the data, nothing for null buffers,
+// ones under three huge pages or ones already in memory, and (where the
+// kernel has transparent huge pages) the advice on the whole 2 MiB pages
+// inside a large buffer not touched yet.
+int MemoryHintFailures() {
+  int failures = 0;
+  auto expect = [&](bool condition, const char* what) {
+    if (!condition) {
+      std::printf("FAILED: %s\n", what);
+      ++failures;
+    }
+  };
+  ct::AdviseHugePages(nullptr, int64_t{1} << 30);
+  std::vector<unsigned char> small(1 << 20, 7);
+  ct::AdviseHugePages(small.data(), static_cast<int64_t>(small.size()));
+  expect(std::all_of(small.begin(), small.end(), [](unsigned char v) { return v == 7; }),
+         "small buffer unchanged");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const size_t bytes = size_t{9} << 20;
+  const uintptr_t huge = uintptr_t{2} << 20;
+  const bool thp = std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
+  // Touched first: left alone, and its bytes unchanged.
+  std::vector<unsigned char> touched(bytes);
+  for (size_t i = 0; i < bytes; ++i) touched[i] = static_cast<unsigned char>(i * 31 + 5);
+  ct::AdviseHugePages(touched.data() + 5, static_cast<int64_t>(bytes - 5));
+  bool same = true;
+  for (size_t i = 0; i < bytes; ++i) same &= touched[i] == static_cast<unsigned char>(i * 31 + 5);
+  expect(same, "touched buffer unchanged");
+  const uintptr_t touched_inner =
+      (reinterpret_cast<uintptr_t>(touched.data()) + 5 + huge - 1) & ~(huge - 1);
+  expect(VmFlagsAt(touched_inner).find(" hg") == std::string::npos,
+         "no advice on memory already in use");
+  // Fresh from the kernel: advised, then written and read back.
+  void* fresh = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  expect(fresh != MAP_FAILED, "mmap");
+  if (fresh != MAP_FAILED) {
+    auto* data = static_cast<unsigned char*>(fresh);
+    ct::AdviseHugePages(data + 5, static_cast<int64_t>(bytes - 5));
+    const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + 5 + huge - 1) & ~(huge - 1);
+    if (thp) {
+      expect(VmFlagsAt(inner).find(" hg") != std::string::npos,
+             "huge-page advice on the inner 2 MiB pages of fresh memory");
+    }
+    for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
+    bool kept = true;
+    for (size_t i = 0; i < bytes; ++i) kept &= data[i] == static_cast<unsigned char>(i * 7 + 1);
+    expect(kept, "advised memory keeps what is written");
+    munmap(fresh, bytes);
+  }
+#endif
   return failures;
 }
 
@@ -985,7 +1061,7 @@ int main(int argc, char** argv) {
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
   const int64_t rejected = FuzzValidation(fuzz_calls);
-  const int status_failures = StatusAndCallFailures();
+  const int status_failures = StatusAndCallFailures() + MemoryHintFailures();
   std::printf("status and call checks: %d failed\n", status_failures);
   (status_failures == 0 ? passed : failed)++;
   for (const int64_t widening :

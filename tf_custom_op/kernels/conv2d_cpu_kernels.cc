@@ -1,10 +1,12 @@
 // CPU launchers and registrations of the plugin's OpKernels: scratch memory
-// from TensorFlow's allocator, work on TensorFlow's intra-op thread pool.
+// from TensorFlow's allocator (huge pages advised where it is large and not
+// faulted in yet), work on TensorFlow's intra-op thread pool.
 #include <cstdint>
 #include <functional>
 
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/memory_hints.h"
 #include "tf_custom_op/kernels/conv2d_kernels.h"
 
 namespace tensorflow {
@@ -27,6 +29,8 @@ void RunOnCpu(OpKernelContext* ctx, int64_t workspace_bytes, const Tensor& a, co
   Tensor workspace;
   void* workspace_data;
   OP_REQUIRES_OK(ctx, AllocateWorkspace(ctx, workspace_bytes, &workspace, &workspace_data));
+  conv2d_transpose::AdviseHugePages(output->data(), static_cast<int64_t>(output->TotalBytes()));
+  conv2d_transpose::AdviseHugePages(workspace_data, workspace_bytes);
   compute(a.flat<T>().data(), b.flat<T>().data(), output->flat<T>().data(), workspace_data,
           WorkerPool(ctx));
 }
