@@ -425,16 +425,21 @@ int64_t FuzzValidation(int iterations) {
   return rejected;
 }
 
-// The status type, the error kinds the ops map to TensorFlow's classes, and
-// the order of the ops' checks. Returns the number of failed expectations.
-int StatusAndCallFailures() {
+// Named expectations that print what failed and count it.
+struct Expectations {
   int failures = 0;
-  auto expect = [&](bool condition, const char* what) {
+  void operator()(bool condition, const char* what) {
     if (!condition) {
       std::printf("FAILED: %s\n", what);
       ++failures;
     }
-  };
+  }
+};
+
+// The status type, the error kinds the ops map to TensorFlow's classes, and
+// the order of the ops' checks. Returns the number of failed expectations.
+int StatusAndCallFailures() {
+  Expectations expect;
   const ct::Status ok = ct::Status::Ok();
   expect(ok.ok() && ok.code() == ct::StatusCode::kOk && ok.message().empty(), "Ok()");
   const ct::Status bad = ct::Status::InvalidArgument("bad").WithPrefix("op: ");
@@ -489,7 +494,7 @@ int StatusAndCallFailures() {
   expect(!ct::ComputeConvProblem("t", attrs, {big, big, 1, 0}, {1, 1, 0, 2}, {big, big, 1, 2}, &p)
               .ok(),
          "element count overflow");
-  return failures;
+  return expect.failures;
 }
 
 // The flags of the mapping that holds `address`, from /proc/self/smaps
@@ -514,13 +519,7 @@ std::string VmFlagsAt(uintptr_t address) {
 // kernel has transparent huge pages) the advice on the whole 2 MiB pages
 // inside a large buffer not touched yet.
 int MemoryHintFailures() {
-  int failures = 0;
-  auto expect = [&](bool condition, const char* what) {
-    if (!condition) {
-      std::printf("FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  Expectations expect;
   ct::AdviseHugePages(nullptr, int64_t{1} << 30);
   std::vector<unsigned char> small(1 << 20, 7);
   ct::AdviseHugePages(small.data(), static_cast<int64_t>(small.size()));
@@ -528,38 +527,46 @@ int MemoryHintFailures() {
          "small buffer unchanged");
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   const size_t bytes = size_t{9} << 20;
-  const uintptr_t huge = uintptr_t{2} << 20;
   const bool thp = std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
+  // Advises [data + 5, data + bytes) and returns the flags of its first whole
+  // 2 MiB page.
+  auto advise = [&](unsigned char* data) {
+    ct::AdviseHugePages(data + 5, static_cast<int64_t>(bytes - 5));
+    const uintptr_t huge = uintptr_t{2} << 20;
+    return VmFlagsAt((reinterpret_cast<uintptr_t>(data) + 5 + huge - 1) & ~(huge - 1));
+  };
+  // Writes a pattern, or checks that it is still there.
+  auto pattern = [&](unsigned char* data, bool write) {
+    bool same = true;
+    for (size_t i = 0; i < bytes; ++i) {
+      const auto value = static_cast<unsigned char>(i * 31 + 5);
+      if (write) data[i] = value;
+      same &= data[i] == value;
+    }
+    return same;
+  };
   // Touched first: left alone, and its bytes unchanged.
   std::vector<unsigned char> touched(bytes);
-  for (size_t i = 0; i < bytes; ++i) touched[i] = static_cast<unsigned char>(i * 31 + 5);
-  ct::AdviseHugePages(touched.data() + 5, static_cast<int64_t>(bytes - 5));
-  bool same = true;
-  for (size_t i = 0; i < bytes; ++i) same &= touched[i] == static_cast<unsigned char>(i * 31 + 5);
-  expect(same, "touched buffer unchanged");
-  const uintptr_t touched_inner =
-      (reinterpret_cast<uintptr_t>(touched.data()) + 5 + huge - 1) & ~(huge - 1);
-  expect(VmFlagsAt(touched_inner).find(" hg") == std::string::npos,
+  pattern(touched.data(), true);
+  expect(advise(touched.data()).find(" hg") == std::string::npos,
          "no advice on memory already in use");
+  expect(pattern(touched.data(), false), "touched buffer unchanged");
   // Fresh from the kernel: advised, then written and read back.
   void* fresh = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   expect(fresh != MAP_FAILED, "mmap");
   if (fresh != MAP_FAILED) {
     auto* data = static_cast<unsigned char*>(fresh);
-    ct::AdviseHugePages(data + 5, static_cast<int64_t>(bytes - 5));
-    const uintptr_t inner = (reinterpret_cast<uintptr_t>(data) + 5 + huge - 1) & ~(huge - 1);
+    const std::string flags = advise(data);
     if (thp) {
-      expect(VmFlagsAt(inner).find(" hg") != std::string::npos,
+      expect(flags.find(" hg") != std::string::npos,
              "huge-page advice on the inner 2 MiB pages of fresh memory");
     }
-    for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
-    bool kept = true;
-    for (size_t i = 0; i < bytes; ++i) kept &= data[i] == static_cast<unsigned char>(i * 7 + 1);
-    expect(kept, "advised memory keeps what is written");
+    pattern(data, true);
+    expect(pattern(data, false), "advised memory keeps what is written");
     munmap(fresh, bytes);
   }
 #endif
-  return failures;
+  return expect.failures;
 }
 
 // Every half and bfloat16 bit pattern goes through the active widening

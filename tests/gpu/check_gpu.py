@@ -302,20 +302,17 @@ def _time(fn, repeats=7):
     """Median milliseconds of `fn` by CUDA events, after one untimed call
     (which also lets cuDNN pick its algorithm). Slow calls get fewer repeats."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    if start.elapsed_time(end) > 500:
-        repeats = 3
-    times = []
-    for _ in range(repeats):
+
+    def elapsed():
         start.record()
         fn()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        return start.elapsed_time(end)
+
+    if elapsed() > 500:
+        repeats = 3
+    return statistics.median(elapsed() for _ in range(repeats))
 
 
 def _torch_timings(op, config, a, b, dtype):
