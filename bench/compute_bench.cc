@@ -5,8 +5,10 @@
 //   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter] [NAME]
 //   perf stat -e cycles,instructions build/compute_bench float input
 //
-// THREADS=n sets the pool's size, REPEATS=n the timed calls (default 7), and
-// COLD=1 walks 64 MiB before every call so that no operand starts in cache.
+// THREADS=n sets the pool's size, REPEATS=n the timed calls (default 7),
+// COLD=1 walks 64 MiB before every call so that no operand starts in cache,
+// and SHAPE=n,h,w,cin,cout,k,stride[,dilation,groups,nchw] times that one
+// layer instead of the table (dx size h x w, a k x k kernel, SAME padding).
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -143,8 +145,26 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
               cpu_times[cpu_times.size() / 2] * 1e3);
 }
 
+// The layer SHAPE describes (see the top), or false where it is malformed.
+bool ShapeFromEnv(const char* text, Shape* s) {
+  long long v[10] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 0};
+  const int n = std::sscanf(text, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1],
+                            &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+  if (n < 7) return false;
+  *s = {text, v[0], v[1], v[2], v[3], v[4], v[5], v[5], v[6], v[7], v[8], v[9] != 0};
+  return true;
+}
+
 template <typename T>
 void RunAll(bool input_grad, const char* only, int threads, int repeats) {
+  if (const char* text = std::getenv("SHAPE")) {
+    Shape s;
+    if (!ShapeFromEnv(text, &s)) {
+      std::fprintf(stderr, "SHAPE=%s: want n,h,w,cin,cout,k,stride[,dilation,groups,nchw]\n", text);
+      return;
+    }
+    return Run<T>(s, input_grad, threads, repeats);
+  }
   for (const Shape& s : kShapes) {
     if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
     Run<T>(s, input_grad, threads, repeats);

@@ -655,6 +655,35 @@ int main(int argc, char** argv) {
     ++accepted;
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
+  // float, half and bfloat16 input gradients with 1-7 input channels in one
+  // group, either layout (the float scatter path where the phase rows do not
+  // take it): 90 problems, one in ten on an image of several tiles down, and
+  // three on a row long enough for several tiles across. At least 45 must
+  // take the path.
+  int float_scatter = 0;
+  for (int accepted = 0; accepted < 93;) {
+    const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 1) == 1);
+    const bool tall = accepted % 10 == 0, long_row = accepted >= 90;
+    const int64_t cg = long_row ? Uniform(5, 7) : Uniform(1, 7);
+    const std::array<int64_t, 3> image =
+        long_row ? std::array<int64_t, 3>{1, 2, 9000}
+        : tall   ? std::array<int64_t, 3>{1, Uniform(60, 90), Uniform(200, 300)}
+                 : std::array<int64_t, 3>{Uniform(1, 2), Uniform(1, 12), Uniform(1, 30)};
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, image, {Uniform(1, 5), Uniform(1, 5)}, 1, cg, Uniform(1, 40), &p)) {
+      continue;
+    }
+    const ct::cpu::CpuInputPlan plan =
+        ct::cpu::PlanCpuBackpropInput<float>(p, ct::cpu::IsaFacts::Chosen());
+    float_scatter += plan.path == ct::cpu::Path::kScatter;
+    const int kind = accepted++ % 3;
+    const bool ok = kind == 0   ? RunOne<float>(p, 1e-6, false)
+                    : kind == 1 ? RunOne<Eigen::half>(p, 1e-3, false)
+                                : RunOne<Eigen::bfloat16>(p, 1e-2, false);
+    (ok ? passed : failed)++;
+  }
+  std::printf("float scatter: %d of 93 problems\n", float_scatter);
+  (float_scatter >= 45 ? passed : failed)++;
   // Kernel = stride, NHWC, one group (the float input gradient's phase-rows
   // path, overwriting the output): VALID with leftover rows and columns, SAME,
   // explicit trailing padding. At least 15 must take the path with a run of

@@ -72,28 +72,36 @@ void PackFilterWords(const ConvProblem& p, const CpuInputPlan& plan, const T* fi
   }
 }
 
-// The scatter path's B tiles: packed[j][unit][lane] = the bfloat16 bits of
-// filter[tap][ci][2 * unit] (low half) and [2 * unit + 1] for column
-// 16 * j + lane = tap * cg + ci, zero past the last column (one group).
-template <typename T>
-void PackScatterWords(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
-                      uint32_t* dst) {
-  const int64_t cg = p.filter_in_depth, columns = p.filter_rows * p.filter_cols * cg;
+// The scatter paths' product columns: packed[j][unit][lane] = word(&filter[tap][ci][K * unit])
+// for column 16 * j + lane = tap * cg + ci (filter[tap][ci][co] is
+// filter[column][co]: one group), K = kPerWord out channels per word; zero
+// past the last column.
+template <int64_t kPerWord, typename T, typename W, typename MakeWord>
+void PackScatterColumns(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
+                        MakeWord word, W* dst) {
+  const int64_t columns = p.filter_rows * p.filter_cols * p.filter_in_depth;
   for (int64_t j = 0; j < plan.scatter_blocks; ++j) {
-    for (int64_t unit = 0; unit < p.out_depth / 2; ++unit) {
+    for (int64_t unit = 0; unit < p.out_depth / kPerWord; ++unit) {
       for (int64_t lane = 0; lane < 16; ++lane) {
-        const int64_t column = 16 * j + lane;  // filter[tap][ci][co] is filter[column][co]
-        *dst++ = column < columns ? PairWord(filter + column * p.out_depth + 2 * unit) : 0u;
+        const int64_t column = 16 * j + lane;
+        *dst++ = column < columns ? word(filter + column * p.out_depth + kPerWord * unit) : W(0);
       }
     }
   }
 }
 
+// *v in the accumulation type.
+template <typename T, typename Acc>
+Acc ToAcc(const T* v) {
+  return static_cast<Acc>(*v);
+}
+
 // Lays the filter out for the plan's path: per group and tap, blocks of
 // lanes over the input channels in the accumulation type (generic); the
 // same with two out channels' bfloat16 bits per 32-bit word, the even one in
-// the low half (pairs); or the filter as it is, converted (depthwise:
-// [kh][kw][g]).
+// the low half (pairs); the (tap, input channel) columns in blocks of 16
+// (the scatter paths, in either form); or the filter as it is, converted
+// (depthwise: [kh][kw][g]).
 template <typename T, typename Acc>
 void PackFilter(const ConvProblem& p, const CpuInputPlan& plan, const T* filter, void* workspace) {
   switch (plan.path) {
@@ -101,17 +109,17 @@ void PackFilter(const ConvProblem& p, const CpuInputPlan& plan, const T* filter,
       cpu::ConvertRow(filter, p.filter_elements(), static_cast<Acc*>(workspace));
       return;
     case Path::kScatterPairs:
-      PackScatterWords(p, plan, filter, static_cast<uint32_t*>(workspace));
+      PackScatterColumns<2>(p, plan, filter, PairWord<T>, static_cast<uint32_t*>(workspace));
       return;
-    case Path::kBf16Pairs: {
+    case Path::kScatter:
+      PackScatterColumns<1>(p, plan, filter, ToAcc<T, Acc>, static_cast<Acc*>(workspace));
+      return;
+    case Path::kBf16Pairs:
       PackFilterWords<2>(p, plan, filter, PairWord<T>, static_cast<uint32_t*>(workspace));
       return;
-    }
-    default: {  // kGeneric
-      const auto value = [](const T* v) { return static_cast<Acc>(*v); };
-      PackFilterWords<1>(p, plan, filter, value, static_cast<Acc*>(workspace));
+    default:  // kGeneric
+      PackFilterWords<1>(p, plan, filter, ToAcc<T, Acc>, static_cast<Acc*>(workspace));
       return;
-    }
   }
 }
 
@@ -173,33 +181,37 @@ void AddScatterRun(const float* z, int64_t z_stride, int64_t n, float* a, int64_
   }
 }
 
-// The scatter path's pair-kernel call for one out_backprop row of `cols`
-// pixels (x set per row): the pixels as rows, read where they lie, their
-// out channels in pairs, `lanes` (tap, ci) columns of Z per pixel.
-inline cpu::Bf16PairOperands ScatterOperands(const ConvProblem& p, int64_t cols, int64_t lanes) {
-  cpu::Bf16PairOperands o;
+// The scatter paths' kernel call for one out_backprop row of `cols` pixels
+// (x set per row): the pixels as rows, read where they lie, their out
+// channels the reduction, `lanes` (tap, ci) columns of Z per pixel, each
+// call's sums starting at zero.
+template <typename Call>
+typename Call::Operands ScatterOperands(const ConvProblem& p, int64_t cols, int64_t lanes) {
+  typename Call::Operands o;
   o.pixel_stride = p.out_depth;
-  cpu::Bf16PairKernelCall::SetReduction(p.out_depth / 2, 2, &o);
-  o.w_block_stride = p.out_depth / 2 * 16;
+  const int64_t steps = p.out_depth / Call::kValuesPerStep;
+  Call::SetReduction(steps, Call::kValuesPerStep, &o);
+  Call::SetPackedStep(16, &o);
+  o.w_block_stride = steps * 16;
   o.acc_stride = lanes;
   o.rows = cols;
   o.run = cols;
   o.x_line_stride = 0;
   o.acc_line_stride = 0;
+  o.overwrite = true;
   return o;
 }
 
-// The scatter path (plan.h): per out_backprop row of the window the tile
+// The scatter paths (plan.h): per out_backprop row of the window the tile
 // reads, Z[pixel][tap, ci] = sum over co of dy[pixel][co] * filter[tap][ci][co]
-// on the pair kernel (the row's pixels as rows, read where they lie; the
-// (tap, ci) columns as 16-lane blocks), then every value of Z that lands in
-// the tile added to its pixel, taps in order. Per output element the terms
-// come in the order of (out_backprop row, tap, out_backprop column), whatever
-// the tiling.
-template <typename T>
+// (the row's pixels as the kernel's rows; the (tap, ci) columns as 16-lane
+// blocks), then every value of Z that lands in the tile added to its pixel,
+// taps in order. Per output element the terms come in the order of
+// (out_backprop row, tap, out_backprop column), whatever the tiling.
+template <typename Call>
 void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Tile<float>& t,
-                       const T* out_backprop, const uint32_t* packed, cpu::Bf16PairKernel kernel,
-                       std::vector<float>* z) {
+                       const DyPanel<typename Call::X>& dy, const typename Call::Packed* packed,
+                       const Call& call, std::vector<float>* z) {
   const TileRegion& r = t.region;
   const cpu::DyWindow win = cpu::DyWindowFor(p, r);
   if (win.rows == 0 || win.cols == 0) return;
@@ -210,13 +222,10 @@ void AccumulateScatter(const ConvProblem& p, const CpuInputPlan& plan, const Til
                    : plan.row_length == 8 ? &AddScatterRun<8>
                    : plan.row_length == 4 ? &AddScatterRun<4>
                                           : &AddScatterRun<1>;
-  cpu::Bf16PairOperands o = ScatterOperands(p, win.cols, lanes);
+  typename Call::Operands o = ScatterOperands<Call>(p, win.cols, lanes);
   for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
-    std::fill(z->begin(), z->end(), 0.0f);
-    o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
-          ((r.n * p.out_rows + oh) * p.out_cols + win.col0) * p.out_depth;
-    cpu::CallOverBlocks(cpu::Bf16PairKernelCall{kernel}, packed, z->data(), plan.scatter_blocks, 16,
-                        &o);
+    o.x = dy.Pixel(oh, win.col0, p.out_depth);
+    cpu::CallOverBlocks(call, packed, z->data(), plan.scatter_blocks, 16, &o);
     for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
       const int64_t h = cpu::InputRow(p, oh, kh);
       if (h < r.h_begin || h >= r.h_end) continue;
@@ -256,8 +265,7 @@ void StoreScatterDirect(const ConvProblem& p, const CpuInputPlan& plan, const Ti
   // read and write that far.
   z->resize(static_cast<size_t>(win.cols * lanes + 8));
   row->resize(static_cast<size_t>(width * cg + 8));
-  cpu::Bf16PairOperands o = ScatterOperands(p, win.cols, lanes);
-  o.overwrite = true;
+  cpu::Bf16PairOperands o = ScatterOperands<cpu::Bf16PairKernelCall>(p, win.cols, lanes);
   for (int64_t oh = win.row0; oh < win.row0 + win.rows; ++oh) {
     o.x = reinterpret_cast<const Eigen::bfloat16*>(out_backprop) +
           ((r.n * p.out_rows + oh) * p.out_cols + win.col0) * p.out_depth;
@@ -397,20 +405,29 @@ cpu::DepthwiseInputKernel<Acc> DepthwiseKernelFor(const CpuInputPlan& plan) {
 
 // dst[w][g][c] = row[w * row_length + g * group stride + c] as D: a tile
 // row's values without the padded lanes, `width` pixels. With `slack`, dst
-// has room for 8 values past the end, and where the groups' lanes come in
-// multiples of 8 each group is copied in pieces of 8 values, the last one
-// spilling into the next group's place (written after it) or the slack.
+// has room for 8 values past the end. Where D is Acc and the groups' lanes
+// come in multiples of 8 (or 4), each group is copied in pieces of 8 (4)
+// values, the last one spilling into the places after it, written later, or
+// into the slack; a group whose spill would pass the end goes one value at a
+// time.
 template <typename Acc, typename D>
 void GatherPixels(const ConvProblem& p, const CpuInputPlan& plan, const Acc* row, int64_t width,
                   bool slack, D* dst) {
   const int64_t cg = p.filter_in_depth, group_stride = plan.blocks * plan.block;
-  const bool pieces = std::is_same_v<Acc, D> && slack && group_stride % 8 == 0;
+  const int64_t piece = !std::is_same_v<Acc, D> ? 0
+                        : group_stride % 8 == 0 ? 8
+                        : group_stride % 4 == 0 ? 4
+                                                : 0;
+  const int64_t span = piece == 0 ? 0 : (cg + piece - 1) / piece * piece;
+  const D* const end = dst + width * p.in_depth + (slack ? 8 : 0);
   for (int64_t w = 0; w < width; ++w) {
     for (int64_t g = 0; g < p.groups; ++g) {
       const Acc* src = row + w * plan.row_length + g * group_stride;
       D* to = dst + w * p.in_depth + g * cg;
-      if (pieces) {
+      if (piece == 8 && to + span <= end) {
         for (int64_t c = 0; c < cg; c += 8) __builtin_memcpy(to + c, src + c, 8 * sizeof(D));
+      } else if (piece == 4 && to + span <= end) {
+        for (int64_t c = 0; c < cg; c += 4) __builtin_memcpy(to + c, src + c, 4 * sizeof(D));
       } else {
         for (int64_t c = 0; c < cg; ++c) to[c] = static_cast<D>(src[c]);
       }
@@ -475,7 +492,7 @@ class BackpropInputTask {
         packed_(packed),
         out_backprop_(out_backprop),
         in_backprop_(in_backprop),
-        tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
+        tap_kernel_(cpu::SelectTapKernel<Acc>(plan.path == Path::kScatter ? 16 : plan.block)),
         pair_kernel_(plan.path == Path::kBf16Pairs || plan.path == Path::kScatterPairs
                          ? cpu::SelectBf16PairKernel()
                          : nullptr),
@@ -554,8 +571,9 @@ class BackpropInputTask {
   void Accumulate(const Tile<Acc>& t, Scratch* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.path == Path::kScatterPairs) {
-        AccumulateScatter(p_, plan_, t, out_backprop_, static_cast<const uint32_t*>(packed_),
-                          pair_kernel_, &s->z);
+        AccumulateScatter(p_, plan_, t, PanelFor(t, &s->raw_panel),
+                          static_cast<const uint32_t*>(packed_),
+                          cpu::Bf16PairKernelCall{pair_kernel_}, &s->z);
         return;
       }
       if (plan_.path == Path::kBf16Pairs && plan_.tap_runs) {
@@ -573,6 +591,13 @@ class BackpropInputTask {
     }
     const DyPanel<Acc> dy = PanelFor(t, &s->panel);
     const Acc* packed = static_cast<const Acc*>(packed_);
+    if constexpr (std::is_same_v<Acc, float>) {
+      if (plan_.path == Path::kScatter) {
+        AccumulateScatter(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_},
+                          &s->z);
+        return;
+      }
+    }
     if (plan_.path == Path::kDepthwise) {
       AccumulateDepthwise(p_, plan_, t, dy, packed, depthwise_kernel_, &s->runs, &s->pointers);
     } else if (plan_.tap_runs) {

@@ -44,6 +44,9 @@ enum class Path {
   kDepthwise,     // one channel per group: elementwise across the groups
   kScatterPairs,  // input gradient, bfloat16 on AMX, few input channels:
                   // every tap's products at once, added where they land
+  kScatter,       // the same with float sums on the generic micro-kernel
+                  // (float, and half or bfloat16 widened), fewer than 8
+                  // input channels
   kPhaseRows,     // input gradient, float, kernel = m strides: groups of
                   // stride output pixels share their taps; out_backprop rows
                   // times the filter written straight into the output's rows
@@ -110,8 +113,8 @@ struct CpuInputPlan {
   // went through memory once per tap (AMX: stride1 56x56 ran 1.85x faster
   // without those loads and stores).
   bool tap_runs;
-  // kScatterPairs: the (tap, input channel) columns of the product, in
-  // blocks of 16 (the last one padded).
+  // kScatterPairs and kScatter: the (tap, input channel) columns of the
+  // product, in blocks of 16 (the last one padded).
   int64_t scatter_blocks;
   // kScatterPairs where every output pixel is one tap of one out_backprop
   // pixel: the filter as large as the stride, undilated, no padding, and
@@ -183,8 +186,12 @@ int64_t PhaseRowsBlock(const ConvProblem& p) {
 constexpr int64_t kMinTapRunPixels = 32;
 constexpr int64_t kMinAmxTapRunPixels = 16;
 
-// Most (tap, input channel) columns the scatter path takes.
+// Most (tap, input channel) columns the scatter paths take.
 constexpr int64_t kMaxScatterColumns = 256;
+// The float scatter path (kScatter) takes fewer input channels than this:
+// the generic kernel's blocks for them are 1 or 4 lanes (a quarter or half
+// of an AVX2 register), or 8 for 5-7 channels.
+constexpr int64_t kMaxFloatScatterChannels = 8;
 
 // The plan for Conv2DBackpropInput<T> on `p`. Empty tensors first, then
 // depthwise before the pair kernel (which never takes depthwise problems).
@@ -214,6 +221,12 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
                             p.in_cols == p.out_cols * p.stride_cols;
   const bool scatter = amx_pairs && p.groups == 1 && p.nhwc() && (cg < 16 || one_tap_each) &&
                        scatter_columns <= kMaxScatterColumns;
+  // Before the phase rows where their runs take 4-lane blocks (fewer than 8
+  // lanes a run: DCGAN's K4 s2 64->3, compute_bench 4.6-8.5 -> 1.6-4.6 ms),
+  // not where they take 8 (5 channels at stride 2: 1.2 -> 1.6 ms).
+  const bool float_scatter = std::is_same_v<Acc, float> && !scatter && p.groups == 1 &&
+                             cg < kMaxFloatScatterChannels &&
+                             scatter_columns <= kMaxScatterColumns && phase_rows_block < 8;
   plan.block = amx_pairs && !scatter ? 16 : BlockWidth<Acc>(cg);
   plan.blocks = (cg + plan.block - 1) / plan.block;
   plan.row_length = p.groups * plan.blocks * plan.block;
@@ -237,6 +250,9 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   if (scatter && p.filter_elements() != 0) {  // 16-lane words of two out channels
     plan.workspace_bytes = CheckedProduct({4, plan.scatter_blocks, 16, cog / 2});
   }
+  if (float_scatter && p.filter_elements() != 0) {
+    plan.workspace_bytes = CheckedProduct({4, plan.scatter_blocks, 16, cog});
+  }
 
   if (p.input_elements() == 0) {
     plan.path = Path::kNothing;
@@ -247,6 +263,8 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   } else if (scatter) {
     plan.path = Path::kScatterPairs;
     plan.scatter_direct = one_tap_each;
+  } else if (float_scatter) {
+    plan.path = Path::kScatter;
   } else if (phase_rows_block != 0) {
     plan.path = Path::kPhaseRows;
     plan.block = phase_rows_block;
