@@ -657,13 +657,13 @@ int main(int argc, char** argv) {
   }
   // float, half and bfloat16 input gradients with 1-7 input channels in one
   // group, either layout (the float scatter path where the phase rows do not
-  // take it): 90 problems, one in ten on an image of several tiles down, and
-  // three on a row long enough for several tiles across. At least 45 must
-  // take the path.
+  // take it): 90 problems, one in ten on an image of several tiles down (not
+  // in the short runs, such as valgrind's), and three on a row long enough
+  // for several tiles across. At least 45 must take the path.
   int float_scatter = 0;
   for (int accepted = 0; accepted < 93;) {
     const ct::ConvAttrs attrs = RandomValidAttrs(Uniform(0, 1) == 1);
-    const bool tall = accepted % 10 == 0, long_row = accepted >= 90;
+    const bool tall = accepted % 10 == 0 && problems >= 400, long_row = accepted >= 90;
     const int64_t cg = long_row ? Uniform(5, 7) : Uniform(1, 7);
     const std::array<int64_t, 3> image =
         long_row ? std::array<int64_t, 3>{1, 2, 9000}
@@ -834,6 +834,37 @@ int main(int argc, char** argv) {
   }
   std::printf("in-place path: %d of %d problems\n", in_place, drawn);
   (in_place >= 20 ? passed : failed)++;
+  // Filter gradients with work enough for several slices of the reduction
+  // (kMinSliceFlops each; the random problems above are mostly too small
+  // for two): any layout, padding, stride, dilation and group count; float,
+  // double, half and bfloat16; until 40 took several slices (10 in the short
+  // runs, such as valgrind's).
+  int sliced = 0;
+  const int want_sliced = problems >= 400 ? 40 : 10;
+  drawn = 0;
+  for (; drawn < 300 && sliced < want_sliced; ++drawn) {
+    ct::ConvProblem p;
+    if (!ProblemFor(
+            RandomValidAttrs(Uniform(0, 1) == 1), {Uniform(2, 4), Uniform(16, 40), Uniform(16, 40)},
+            {Uniform(1, 3), Uniform(1, 3)}, Uniform(1, 2), Uniform(16, 40), Uniform(16, 40), &p)) {
+      continue;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const int kind = drawn % 4;
+    const int64_t slices = kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa).slices
+                           : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<double>(p, isa).slices
+                           : kind == 2
+                               ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).slices
+                               : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa).slices;
+    sliced += slices > 1;
+    const bool ok = kind == 0   ? RunOne<float>(p, 1e-6, true)
+                    : kind == 1 ? RunOne<double>(p, 1e-12, true)
+                    : kind == 2 ? RunOne<Eigen::half>(p, 1e-3, true)
+                                : RunOne<Eigen::bfloat16>(p, 1e-2, true);
+    (ok ? passed : failed)++;
+  }
+  std::printf("filter gradients of several slices: %d of %d problems\n", sliced, drawn);
+  (sliced >= want_sliced ? passed : failed)++;
   // The same with out_backprop rows of 14 to 47 pixels and shallow tensors:
   // the in-place path's groups of rows (whole images, images cut across,
   // groups split by the slices and by the batch), until 40 took them.

@@ -766,13 +766,14 @@ void Conv2DBackpropInputCpu(const ConvProblem& p, const T* filter, const T* out_
       float* packed = static_cast<float*>(workspace);
       PackPhaseFilter(p, plan, filter, packed);
       const cpu::TapKernel<float> kernel = cpu::SelectTapKernel<float>(plan.block);
-      // Cycles a row takes at ~16 FLOPs a cycle (not its FLOPs: FCN-16's 9x11
-      // layer, 40 us of work, went to both threads on those and took 8% longer).
+      // Cycles a row takes (its FLOPs over kFlopsPerCycle: counted as cycles,
+      // FCN-16's 9x11 layer, 40 us of work, went to both threads and took 8%
+      // longer).
       const double flops = 2.0 * static_cast<double>(p.filter_rows / p.stride_rows) *
                            static_cast<double>(p.filter_cols) * static_cast<double>(p.in_cols) *
                            static_cast<double>(p.in_depth) * static_cast<double>(p.out_depth) /
                            static_cast<double>(p.stride_cols);
-      const int64_t cost = static_cast<int64_t>(std::clamp(flops / 16, 1.0, 1e15));
+      const int64_t cost = static_cast<int64_t>(std::clamp(flops / cpu::kFlopsPerCycle, 1.0, 1e15));
       parallel_for(p.batch * p.stride_rows * PhaseRowsPerPhase(p), cost,
                    [&](int64_t begin, int64_t end) {
                      PhaseRows(p, plan, packed, out_backprop, in_backprop, kernel, begin, end);

@@ -22,6 +22,13 @@
 namespace conv2d_transpose {
 namespace cpu {
 
+// The pool's cost unit is a cycle, and the micro-kernels retire about this
+// many FLOPs a cycle: the rough costs below count FLOPs and divide. (Counted
+// as cycles, FLOPs sent tiny problems to both threads: FCN-16 9x11's filter
+// gradient, 1.4 MFLOP, 0.29 ms a call inside TensorFlow against 0.13 ms on
+// one thread.)
+constexpr int64_t kFlopsPerCycle = 16;
+
 // What the chosen instruction set offers that changes a plan (the rest of
 // the ISA choice only swaps one micro-kernel for another of the same shape).
 struct IsaFacts {
@@ -129,11 +136,13 @@ struct CpuInputPlan {
 
   int64_t num_tasks(const ConvProblem& p) const { return p.batch * row_tiles * col_tiles; }
 
-  // A rough cycle count per tile, for the pool's sharding.
+  // A rough cycle count per tile, for the pool's sharding (kFlopsPerCycle).
   int64_t cost_per_task(const ConvProblem& p) const {
     const int64_t taps =
         std::max<int64_t>(1, p.filter_rows * p.filter_cols / (p.stride_rows * p.stride_cols));
-    return tile_rows * tile_cols * (row_length * (2 * p.out_depth_per_group() * taps + 2));
+    return std::max<int64_t>(1, tile_rows * tile_cols *
+                                    (row_length * (2 * p.out_depth_per_group() * taps + 2)) /
+                                    kFlopsPerCycle);
   }
 };
 
@@ -293,6 +302,10 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
 
 // At most this many slices of the batch x rows reduction.
 constexpr int64_t kMaxFilterSlices = 16;
+// FLOPs a slice takes at least: each slice's partial sums are zeroed and
+// added once more at the end, which on a tiny problem cost more than the
+// products (FCN-16 9x11's filter gradient, 1.4 MFLOP, had 9 slices).
+constexpr double kMinSliceFlops = 2e6;
 // Partial sums may take this much memory, or one filter's worth if more: a
 // large filter is reduced in one slice (parallel over input channels).
 constexpr int64_t kPartialBudgetBytes = int64_t{2} << 20;
@@ -467,10 +480,12 @@ struct CpuFilterPlan {
     return path == Path::kDepthwise ? slices : slices * p.groups * ci_chunks;
   }
 
-  // A rough cycle count per task, for the pool's sharding.
+  // A rough cycle count per task, for the pool's sharding (kFlopsPerCycle).
   int64_t cost_per_task(const ConvProblem& p) const {
     const int64_t rows = ReductionRows(p) / slices + 1;
-    return rows * RowPixels(p) * (2 * p.filter_rows * p.filter_cols * ci_chunk * lanes + lanes);
+    return std::max<int64_t>(1, rows * RowPixels(p) *
+                                    (2 * p.filter_rows * p.filter_cols * ci_chunk * lanes + lanes) /
+                                    kFlopsPerCycle);
   }
 
   // The rows of the reduction (batch x out_rows, or the flat grid's), and
@@ -602,8 +617,10 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   const int64_t reduction_rows = std::max<int64_t>(plan.ReductionRows(p), 1);
   const int64_t slice_bytes =
       std::max<int64_t>(plan.slice_elements * static_cast<int64_t>(sizeof(Acc)), 1);
-  plan.slices = std::min(
-      {reduction_rows, kMaxFilterSlices, std::max<int64_t>(1, kPartialBudgetBytes / slice_bytes)});
+  const int64_t by_work = static_cast<int64_t>(
+      std::clamp(p.flops() / kMinSliceFlops, 1.0, static_cast<double>(kMaxFilterSlices)));
+  plan.slices = std::min({reduction_rows, kMaxFilterSlices, by_work,
+                          std::max<int64_t>(1, kPartialBudgetBytes / slice_bytes)});
   const int64_t wanted =
       (kTargetFilterTasks + plan.slices * p.groups - 1) / (plan.slices * p.groups);
   plan.ci_chunks =
