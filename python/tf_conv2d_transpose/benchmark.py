@@ -104,9 +104,10 @@ def _op(kind: str, which: str) -> Callable:
 
     The ops run eagerly, one kernel call each (about 0.1 ms of TensorFlow's
     own per call on a 2-core VM); the XLA kinds compile one ``tf.function``
-    per set of attributes, which it closes over. A ``tf.function`` taking the
-    attributes as an argument spent about 0.5 ms a call building its cache
-    key, more than FCN-16 9x11's whole layer, in both columns alike."""
+    per layer (attributes and operand shapes), closing over the attributes.
+    A ``tf.function`` taking the attributes as an argument spent about 0.5 ms
+    a call building its cache key, more than FCN-16 9x11's whole layer, in
+    both columns alike."""
     plugin = kind in ("plugin", "plugin_xla")
     if which == "input":
         op = t2d.raw_ops.conv2d_backprop_input if plugin else tf.raw_ops.Conv2DBackpropInput
@@ -124,7 +125,8 @@ def _op(kind: str, which: str) -> Callable:
     compiled: Dict[str, Callable] = {}
 
     def run_compiled(sizes: tf.Tensor, a: tf.Tensor, dy: tf.Tensor, attrs: Dict) -> tf.Tensor:
-        key = repr(sorted(attrs.items()))
+        # One function per layer: shapes in the key too, so none retraces.
+        key = repr((sorted(attrs.items()), sizes.shape, a.shape, dy.shape, a.dtype))
         if key not in compiled:
             compiled[key] = tf.function(lambda s, x, d: run(s, x, d, attrs), jit_compile=True)
         return compiled[key](sizes, a, dy)
