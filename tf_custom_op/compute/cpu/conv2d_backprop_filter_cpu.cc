@@ -578,7 +578,10 @@ class BackpropFilterTask {
 
   // Tasks [begin, end): slice-major, then group, then input-channel chunk.
   void Run(int64_t begin, int64_t end) const {
-    const int64_t chunk_pixels = plan_.ChunkRows(p_) * p_.out_cols;
+    // A chunk never outgrows its slice (the scratch of a small problem
+    // stays small).
+    const int64_t slice_rows = (plan_.ReductionRows(p_) + plan_.slices - 1) / plan_.slices;
+    const int64_t chunk_pixels = std::min(plan_.ChunkRows(p_), slice_rows) * p_.out_cols;
     FilterPanels<T, Acc> s;
     if (plan_.co_rows || plan_.taps_in_place) {
       // No panels, or (turned pairs) panels sized per chunk.
