@@ -48,6 +48,10 @@ def test_bench_command_writes_json(op, tmp_path):
     assert shape["percent_of_roofline"] == pytest.approx(
         100 * shape["roofline_ms"] / shape["median_ms"]["plugin"]
     )
+    # The best speed-up over the built-in that the roofline leaves room for.
+    ceiling = shape["median_ms"]["builtin"] / shape["roofline_ms"]
+    assert shape["roofline_ceiling"] == pytest.approx(ceiling)
+    assert summary["geomean_roofline_ceiling"] == pytest.approx(ceiling)
 
 
 class _FakeOp:

@@ -18,7 +18,11 @@ Roofline columns: the same process also measures the memory bandwidth
 (NumPy copy and add over 256 MiB arrays, one slice per core, best of a few);
 a layer's bound is max(FLOPs / sgemm peak, bytes / bandwidth), where bytes
 are the op's two inputs read once and its output written once, and "% of
-roofline" is that bound over the plugin's time.
+roofline" is that bound over the plugin's time. "Ceiling" is the built-in's
+time over the bound: the largest speed-up over the built-in that a kernel
+held to the roofline could show on this machine (the plugin computes every
+dtype with float32 FMAs, so the sgemm peak bounds its half types too; a
+target above the ceiling is out of any kernel's reach here).
 
 ``--world eigen`` reruns the whole command in a subprocess with
 ``TF_ENABLE_ONEDNN_OPTS=0``, where TensorFlow's built-in CPU kernels are
@@ -331,9 +335,11 @@ def _table_row(entry: Dict, peak: float) -> str:
     ratios.append(f"{ms['xla'] / ms['plugin_xla']:.2f}x" if both_jit else "fails")
     gflops = entry["plugin_gflops"]
     bound = f"{entry['roofline_ms']:.2f} {entry['roofline_bound']}"
+    ceiling = entry.get("roofline_ceiling")
     return (
         f"| {entry['shape']} | {' | '.join(cells)} | {gflops:.1f} | {100 * gflops / peak:.0f}% | "
-        f"{bound} | {entry['percent_of_roofline']:.0f}% | {' | '.join(ratios)} |"
+        f"{bound} | {entry['percent_of_roofline']:.0f}% | {' | '.join(ratios)} | "
+        f"{'fails' if ceiling is None else f'{ceiling:.2f}x'} |"
     )
 
 
@@ -364,6 +370,8 @@ def _summarize(which: str, dtype_name: str, machine: Dict, results: List[Dict]) 
         default=(float("nan"), "-"),
     )
     roofline = geomean([r["percent_of_roofline"] for r in results])
+    # Over the layers where the built-in runs, as the speed-up's geomean is.
+    ceiling = geomean([r["roofline_ceiling"] for r in results if "roofline_ceiling" in r])
     world = current_world()
     print(
         f"\n{world} world; sgemm peak (NumPy, this process): {peak:.0f} GFLOP/s; memory "
@@ -371,7 +379,7 @@ def _summarize(which: str, dtype_name: str, machine: Dict, results: List[Dict]) 
         f"{slowest[0]:.2f}x ({slowest[1]}); geometric-mean speed-up vs built-in (where it "
         f"runs): {speedups['builtin']:.2f}x, vs XLA: {speedups['xla']:.2f}x; under jit_compile, "
         f"the plugin vs the built-in: {jit_vs_jit:.2f}x; geometric-mean % of roofline: "
-        f"{roofline:.0f}%"
+        f"{roofline:.0f}%; the roofline's ceiling vs built-in (geometric mean): {ceiling:.2f}x"
     )
     return {
         "op": which,
@@ -383,6 +391,7 @@ def _summarize(which: str, dtype_name: str, machine: Dict, results: List[Dict]) 
         "geomean_speedup": speedups,
         "geomean_jit_plugin_vs_jit_builtin": jit_vs_jit,
         "geomean_percent_of_roofline": roofline,
+        "geomean_roofline_ceiling": ceiling,
         "shapes": results,
     }
 
@@ -392,7 +401,7 @@ def _header(which: str, dtype_name: str, memory: bool) -> str:
     header = (
         f"| {which} gradient ({dtype_name}) | plugin ms | built-in ms | XLA ms | plugin+XLA ms "
         "| GFLOP/s | % of sgemm | roofline ms | % of roofline | vs built-in | vs XLA "
-        "| plugin+XLA vs XLA |"
+        "| plugin+XLA vs XLA | ceiling vs built-in |"
     )
     return header + (" plugin MiB | built-in MiB |" if memory else "")
 
@@ -408,7 +417,7 @@ def _measure_shape(
     bound, limit = roofline_ms(
         config.flops(), nbytes, machine["sgemm_gflops"], machine["bandwidth_gbs"]
     )
-    return {
+    entry = {
         "op": which,
         "config": config.describe(),
         "dtype": dtype.name,
@@ -420,6 +429,9 @@ def _measure_shape(
         "roofline_bound": limit,
         "percent_of_roofline": 100.0 * bound / ms["plugin"],
     }
+    if "builtin" in ms:
+        entry["roofline_ceiling"] = ms["builtin"] / bound
+    return entry
 
 
 def run_benchmark(

@@ -38,8 +38,8 @@ struct IsaFacts {
 
   static IsaFacts Chosen() {
     const char* isa = CpuKernelIsa();
-    return {SelectBf16PairKernel() != nullptr, std::strcmp(isa, "amx") == 0,
-            std::strncmp(isa, "avx512", 6) == 0 || std::strcmp(isa, "amx") == 0};
+    const bool amx = std::strcmp(isa, "amx") == 0;
+    return {SelectBf16PairKernel() != nullptr, amx, amx || std::strncmp(isa, "avx512", 6) == 0};
   }
 };
 
@@ -606,9 +606,10 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.blocks = cg / 16;
     plan.lanes = cg;
   }
+  // (in_place and taps_in_place read no chunks; all_taps panels measured
+  // within noise either way on AVX2.)
   const bool small_chunks =
-      plan.pairs_by_row || (std::is_same_v<T, float> &&
-                            (isa.avx512 || plan.all_taps || plan.in_place || plan.taps_in_place));
+      plan.pairs_by_row || (std::is_same_v<T, float> && (isa.avx512 || plan.all_taps));
   plan.chunk_elements = small_chunks ? kSmallChunkElements : kChunkElements;
   if (plan.pairs_by_row && !all_taps_shape) plan.chunk_elements = kSplitPanelChunkElements;
   plan.ci_lanes = plan.co_rows ? (cg + 15) / 16 * 16 : cg;
@@ -645,7 +646,9 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
       plan.direct
           ? 0
           : CheckedProduct({static_cast<int64_t>(sizeof(Acc)), plan.slices, plan.slice_elements});
-  plan.shared_dy = plan.co_rows && plan.ci_chunks > 1;
+  // (Only bfloat16 turns out_backprop: float's in_place plan sets co_rows
+  // for the layout of its sums and reads out_backprop where it lies.)
+  plan.shared_dy = std::is_same_v<T, Eigen::bfloat16> && plan.co_rows && plan.ci_chunks > 1;
   int64_t shared = 0;
   if (plan.shared_dy) shared = CheckedProduct({4, p.groups, plan.lanes, plan.TurnedPairsTotal(p)});
   if (plan.path == Path::kGeneric && !plan.all_taps && !plan.in_place && !plan.taps_in_place &&
