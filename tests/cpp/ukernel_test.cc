@@ -441,8 +441,11 @@ const char* TypeName() {
 template <typename A>
 std::vector<int64_t> BlockWidths() {
   std::set<int64_t> widths;
-  for (int64_t channels = 1; channels <= 64; ++channels)
-    widths.insert(cpu::BlockWidth<A>(channels));
+  for (int64_t channels = 1; channels <= 64; ++channels) {
+    for (const bool eight_lane_tiles : {false, true}) {
+      widths.insert(cpu::BlockWidth<A>(channels, eight_lane_tiles));
+    }
+  }
   return {widths.begin(), widths.end()};
 }
 

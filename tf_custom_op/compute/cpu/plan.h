@@ -35,11 +35,13 @@ struct IsaFacts {
   bool bf16_pairs;  // the AVX512-BF16 pair kernel exists
   bool amx;         // it runs AMX tile products, which read each row's pairs adjacent
   bool avx512;      // the micro-kernels are AVX-512 ones (16 float lanes, 32 registers)
+  bool avx2;        // they are AVX2 ones (8 float lanes; tiles of three 8-lane blocks)
 
   static IsaFacts Chosen() {
     const char* isa = CpuKernelIsa();
     const bool amx = std::strcmp(isa, "amx") == 0;
-    return {SelectBf16PairKernel() != nullptr, amx, amx || std::strncmp(isa, "avx512", 6) == 0};
+    return {SelectBf16PairKernel() != nullptr, amx, amx || std::strncmp(isa, "avx512", 6) == 0,
+            std::strcmp(isa, "avx2") == 0};
   }
 };
 
@@ -239,7 +241,7 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   const bool float_scatter = std::is_same_v<Acc, float> && !scatter && p.groups == 1 &&
                              cg < kMaxFloatScatterChannels &&
                              scatter_columns <= kMaxScatterColumns && phase_rows_block < 8;
-  plan.block = amx_pairs && !scatter ? 16 : BlockWidth<Acc>(cg);
+  plan.block = amx_pairs && !scatter ? 16 : BlockWidth<Acc>(cg, isa.avx2);
   plan.blocks = (cg + plan.block - 1) / plan.block;
   plan.row_length = p.groups * plan.blocks * plan.block;
   const int64_t row_length = std::max<int64_t>(plan.row_length, 1);
@@ -558,7 +560,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   const int64_t cog = p.out_depth_per_group();
   const int64_t cg = p.filter_in_depth;
   const bool depthwise = IsDepthwise(p, DepthwiseLayout::kNhwcOnly);
-  plan.block = depthwise ? 1 : BlockWidth<Acc>(cog);
+  plan.block = depthwise ? 1 : BlockWidth<Acc>(cog, isa.avx2);
   plan.blocks = (cog + plan.block - 1) / plan.block;
   plan.lanes = plan.blocks * plan.block;
   const int64_t taps = p.filter_rows * p.filter_cols;

@@ -55,8 +55,9 @@ template <typename Acc>
 using TapKernel = void (*)(const TapOperands<Acc>& operands);
 
 // Channel blocks a caller hands to one micro-kernel call (the AVX-512 tile
-// covers two; more would push the filter panel out of L1).
-constexpr int64_t kBlocksPerCall = 2;
+// covers two, the AVX2 tile three 8-lane ones; more would push the filter
+// panel out of L1).
+constexpr int64_t kBlocksPerCall = 3;
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
 // set this CPU has (AVX-512 with BF16 and AMX, AVX-512 with BF16, AVX-512,
@@ -189,11 +190,17 @@ const char* CpuKernelIsa();
 // Lanes of one channel block for `channels` channels: the micro-kernel's
 // register width, never much wider than the channels it covers (2 or 3
 // channels still take a 4-lane vector: a padded lane is cheaper than scalar
-// code).
+// code). With `eight_lane_tiles` (the AVX2 kernels, whose tiles cover three
+// 8-lane blocks at once) 4-byte channels 16n+1 to 16n+8 above 16 take 8-lane
+// blocks: FCN's 21 channels fill 24 lanes instead of 32.
 template <typename Acc>
-int64_t BlockWidth(int64_t channels) {
+int64_t BlockWidth(int64_t channels, bool eight_lane_tiles) {
   constexpr int64_t kMaxBlock = 64 / static_cast<int64_t>(sizeof(Acc));
-  const int64_t block = channels >= 16 ? 16 : channels >= 8 ? 8 : channels >= 2 ? 4 : 1;
+  int64_t block = channels >= 16 ? 16 : channels >= 8 ? 8 : channels >= 2 ? 4 : 1;
+  if (eight_lane_tiles && sizeof(Acc) == 4 && channels > 16 && channels % 16 != 0 &&
+      channels % 16 <= 8) {
+    block = 8;
+  }
   return std::min(block, kMaxBlock);
 }
 
