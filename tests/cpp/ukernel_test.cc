@@ -5,7 +5,7 @@
 // a plain loop written here:
 //   - the tap kernels for every accumulation type they are built for (float,
 //     double, uint32) and every block width BlockWidth hands out, with 1 to
-//     kBlocksPerCall + 1 blocks, 0 to 17 rows (each remainder of the widest
+//     kMaxBlocksPerCall + 1 blocks, 0 to 17 rows (each remainder of the widest
 //     register tile, 8 rows, twice over, so every smaller tile as well),
 //     0 to 33 channels, one dense line, lines of `run` with gaps and odd
 //     strides, and the filter gradient's transposed layout;
@@ -493,7 +493,7 @@ int64_t TestTap(const cpu::UkernelTable& table, cpu::TapKernel<A> (*select)(int6
       Fail("no kernel for block %lld", static_cast<long long>(block));
       continue;
     }
-    for (int64_t blocks = 1; blocks <= cpu::kBlocksPerCall + 1; ++blocks) {
+    for (int64_t blocks = 1; blocks <= cpu::kMaxBlocksPerCall + 1; ++blocks) {
       for (int64_t rows = 0; rows <= kMaxRows; ++rows) {
         for (const int64_t channels : kChannels) {
           for (int kind = 0; kind < 3; ++kind) {
@@ -502,7 +502,7 @@ int64_t TestTap(const cpu::UkernelTable& table, cpu::TapKernel<A> (*select)(int6
         }
       }
     }
-    for (int64_t blocks = 1; blocks <= cpu::kBlocksPerCall + 1; ++blocks) {
+    for (int64_t blocks = 1; blocks <= cpu::kMaxBlocksPerCall + 1; ++blocks) {
       for (const int64_t taps : {0, 1, 2, 3, 9}) {
         for (const bool overwrite : {false, true}) {
           for (int i = 0; i < 6; ++i) {
@@ -513,7 +513,7 @@ int64_t TestTap(const cpu::UkernelTable& table, cpu::TapKernel<A> (*select)(int6
       }
     }
     if constexpr (std::is_floating_point_v<A>) {
-      for (int64_t blocks = 1; blocks <= cpu::kBlocksPerCall; ++blocks) {
+      for (int64_t blocks = 1; blocks <= cpu::kMaxBlocksPerCall; ++blocks) {
         for (const int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 13, 17}) {
           for (const int64_t channels : {1, 6, 33, 100}) {
             TapCase(kernel, prefix, static_cast<int>(Uniform(0, 2)), block, blocks, rows, channels,
@@ -800,7 +800,7 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
     }
     ++calls;
   };
-  for (int64_t blocks = 1; blocks <= cpu::kBlocksPerCall + 1; ++blocks) {
+  for (int64_t blocks = 1; blocks <= cpu::kMaxBlocksPerCall + 1; ++blocks) {
     for (int64_t rows = 0; rows <= kMaxRows; ++rows) {
       for (const int64_t pairs : kPairs) {
         for (int kind = 0; kind < 3; ++kind) one(kind, blocks, rows, pairs, false);

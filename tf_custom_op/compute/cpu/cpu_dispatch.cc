@@ -198,6 +198,8 @@ Bf16PairKernel SelectBf16PairKernel() {
   }
 }
 
+int64_t BlocksPerCall() { return Chosen() == Isa::kAvx2 ? 3 : 2; }
+
 const char* CpuKernelIsa() {
   switch (Chosen()) {
     case Isa::kAmx:

@@ -54,16 +54,17 @@ struct Bf16PairKernelCall {
   Bf16PairKernel kernel;
 };
 
-// Runs `call` over `blocks` channel blocks of `block` lanes, kBlocksPerCall
+// Runs `call` over `blocks` channel blocks of `block` lanes, BlocksPerCall()
 // blocks per call. Everything in *o but w, blocks and acc is set already;
 // block j's packed values start at w + j * o->w_block_stride and its sums at
 // acc + j * block.
 template <typename Call, typename Sum>
 inline void CallOverBlocks(const Call& call, const typename Call::Packed* w, Sum* acc,
                            int64_t blocks, int64_t block, typename Call::Operands* o) {
-  for (int64_t b = 0; b < blocks; b += kBlocksPerCall) {
+  const int64_t per_call = BlocksPerCall();
+  for (int64_t b = 0; b < blocks; b += per_call) {
     o->w = w + b * o->w_block_stride;
-    o->blocks = std::min(kBlocksPerCall, blocks - b);
+    o->blocks = std::min(per_call, blocks - b);
     o->acc = acc + b * block;
     call(*o);
   }

@@ -54,10 +54,15 @@ struct TapOperands {
 template <typename Acc>
 using TapKernel = void (*)(const TapOperands<Acc>& operands);
 
-// Channel blocks a caller hands to one micro-kernel call (the AVX-512 tile
-// covers two, the AVX2 tile three 8-lane ones; more would push the filter
-// panel out of L1).
-constexpr int64_t kBlocksPerCall = 3;
+// Channel blocks a caller hands to one micro-kernel call: as many as the
+// chosen instruction set's register tile covers (two on AVX-512 and for the
+// pair kernels, three 8-lane ones on AVX2, two elsewhere); more would push the
+// filter panel out of L1, and a call of three blocks on a two-block tile runs
+// its third block in a tile of one (compute_bench, one thread, input gradient
+// of DCGAN 16x16 with three on AVX-512: float32 1.13x the time, bfloat16 on
+// AMX 1.08x). kMaxBlocksPerCall bounds them all.
+constexpr int64_t kMaxBlocksPerCall = 3;
+int64_t BlocksPerCall();
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
 // set this CPU has (AVX-512 with BF16 and AMX, AVX-512 with BF16, AVX-512,
