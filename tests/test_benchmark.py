@@ -67,14 +67,48 @@ class _FakeOp:
 
 
 def test_slow_kinds_are_timed_once():
-    # The fast kinds: two warm-up calls, then `repeats` timed ones; a kind whose
-    # first call passes slow_s: that call, then one timed call.
+    # The fast kinds: two warm-up calls, then `repeats` timed ones, each after
+    # an untimed one; a kind whose first call passes slow_s: that call, then
+    # one timed call.
     ops = {kind: _FakeOp(0.0) for kind in benchmark.KINDS}
     ops["builtin"] = _FakeOp(0.05)
     times = benchmark._time_kinds(ops, None, None, None, {}, repeats=5, slow_s=0.02)
     assert ops["builtin"].calls == 2 and len(times["builtin"]) == 1
     assert times["builtin"][0] >= 50
-    assert ops["plugin"].calls == 7 and len(times["plugin"]) == 5
+    assert ops["plugin"].calls == 2 + 2 * 5 and len(times["plugin"]) == 5
+
+
+class _OrderedOp(_FakeOp):
+    """A _FakeOp that appends its kind to a shared log at every call."""
+
+    def __init__(self, kind, log, seconds=0.0):
+        super().__init__(seconds)
+        self.kind, self.log = kind, log
+
+    def __call__(self, *args):
+        self.log.append(self.kind)
+        return super().__call__(*args)
+
+
+def test_each_timed_call_follows_a_call_of_its_own_kind():
+    # After the warm-up calls, a fast kind's calls come in twos (an untimed
+    # call, then the timed one), so that no kind's timed call follows another
+    # kind's (a slow XLA call had slowed the next call down); the slow kind is
+    # called once a round.
+    log = []
+    ops = {kind: _OrderedOp(kind, log) for kind in benchmark.KINDS}
+    ops["xla"] = _OrderedOp("xla", log, 0.05)
+    times = benchmark._time_kinds(ops, None, None, None, {}, repeats=3, slow_s=0.02)
+    fast = [kind for kind in benchmark.KINDS if kind != "xla"]
+    assert log[: 2 * len(benchmark.KINDS) - 1] == [
+        k for kind in benchmark.KINDS for k in ([kind] if kind == "xla" else [kind, kind])
+    ]
+    rounds = log[2 * len(benchmark.KINDS) - 1 :]
+    assert rounds[: 2 * len(fast) + 1] == [
+        k for kind in benchmark.KINDS for k in ([kind] if kind == "xla" else [kind, kind])
+    ]
+    assert all(ops[kind].calls == 2 + 2 * 3 for kind in fast)
+    assert len(times["xla"]) == 1 and all(len(times[kind]) == 3 for kind in fast)
 
 
 def test_timing_requires_synchronous_execution():
