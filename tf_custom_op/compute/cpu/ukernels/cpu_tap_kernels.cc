@@ -749,15 +749,29 @@ inline Bits16x16 NarrowBfloat16x16(__m512 x) {
   return __builtin_convertvector(reinterpret_cast<Bits16x32>(chosen), Bits16x16);
 }
 
+// With AVX512-BF16, VCVTNEPS2BF16 rounds the same way in one instruction but
+// reads subnormal floats as zero and keeps a NaN's payload; a vector holding
+// either (one class test) goes the long way. (AMX, compute_bench, one thread:
+// NarrowBfloat16 8-12% of the bfloat16 DCGAN and U-Net input gradients.)
+inline Bits16x16 NarrowBfloat16Vector(__m512 x) {
+#if defined(__AVX512BF16__)
+  constexpr int kNanOrSubnormal = 0x01 | 0x80 | 0x20;  // quiet NaN, signalling NaN, subnormal
+  if (_mm512_fpclass_ps_mask(x, kNanOrSubnormal) == 0) {
+    return reinterpret_cast<Bits16x16>(_mm512_cvtneps_pbh(x));
+  }
+#endif
+  return NarrowBfloat16x16(x);
+}
+
 void NarrowBfloat16(const float* src, int64_t n, Eigen::bfloat16* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const Bits16x16 out = NarrowBfloat16x16(_mm512_loadu_ps(src + i));
+    const Bits16x16 out = NarrowBfloat16Vector(_mm512_loadu_ps(src + i));
     __builtin_memcpy(static_cast<void*>(dst + i), &out, sizeof(out));
   }
   if (i == n) return;
   const __mmask16 lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
-  const Bits16x16 out = NarrowBfloat16x16(_mm512_maskz_loadu_ps(lanes, src + i));
+  const Bits16x16 out = NarrowBfloat16Vector(_mm512_maskz_loadu_ps(lanes, src + i));
   _mm256_mask_storeu_epi16(dst + i, lanes, reinterpret_cast<__m256i>(out));
 }
 #endif
