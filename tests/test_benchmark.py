@@ -90,25 +90,19 @@ class _OrderedOp(_FakeOp):
         return super().__call__(*args)
 
 
-def test_each_timed_call_follows_a_call_of_its_own_kind():
-    # After the warm-up calls, a fast kind's calls come in twos (an untimed
-    # call, then the timed one), so that no kind's timed call follows another
-    # kind's (a slow XLA call had slowed the next call down); the slow kind is
-    # called once a round.
+def test_kinds_are_timed_phase_by_phase():
+    # The plain ops first, then the XLA kinds (whose slow calls slowed the
+    # calls after them down); within a phase, a fast kind's calls come in twos
+    # (an untimed call, then the timed one) and the slow kind is timed once.
     log = []
     ops = {kind: _OrderedOp(kind, log) for kind in benchmark.KINDS}
     ops["xla"] = _OrderedOp("xla", log, 0.05)
     times = benchmark._time_kinds(ops, None, None, None, {}, repeats=3, slow_s=0.02)
-    fast = [kind for kind in benchmark.KINDS if kind != "xla"]
-    assert log[: 2 * len(benchmark.KINDS) - 1] == [
-        k for kind in benchmark.KINDS for k in ([kind] if kind == "xla" else [kind, kind])
-    ]
-    rounds = log[2 * len(benchmark.KINDS) - 1 :]
-    assert rounds[: 2 * len(fast) + 1] == [
-        k for kind in benchmark.KINDS for k in ([kind] if kind == "xla" else [kind, kind])
-    ]
-    assert all(ops[kind].calls == 2 + 2 * 3 for kind in fast)
-    assert len(times["xla"]) == 1 and all(len(times[kind]) == 3 for kind in fast)
+    plain = ["plugin", "plugin", "builtin", "builtin"]
+    jit = ["xla", "plugin_xla", "plugin_xla"]
+    assert log == plain + plain * 3 + jit + jit + ["plugin_xla", "plugin_xla"] * 2
+    assert len(times["xla"]) == 1
+    assert all(len(times[kind]) == 3 for kind in ("plugin", "builtin", "plugin_xla"))
 
 
 def test_timing_requires_synchronous_execution():

@@ -4,10 +4,11 @@ Times the plugin's ``Conv2DBackpropInput`` (or, with ``--op filter``,
 ``Conv2DBackpropFilter``) against TensorFlow's built-in op and the built-in
 under ``jit_compile=True`` (XLA), and the plugin's op under
 ``jit_compile=True`` (its XLA lowering) next to the latter, in one process,
-interleaved (the kinds take turns, each timed call right after an untimed
-call of the same kind), after two warm-up calls, median of ``--repeats``
-calls (each wrapped in a ``tf.function``; a kind whose first call takes more
-than ``SLOW_CALL_S`` seconds is timed once, after that call alone). FLOPs =
+interleaved (the plugin and the built-in take turns, then the two XLA kinds,
+each timed call right after an untimed call of the same kind), after two
+warm-up calls, median of ``--repeats`` calls (each wrapped in a
+``tf.function``; a kind whose first call takes more than ``SLOW_CALL_S``
+seconds is timed once, after that call alone). FLOPs =
 2*N*Ho*Wo*Co*KH*KW*Cin/groups. The GEMM peak column is NumPy's float32
 2048x2048 product measured in the same process. Prints a markdown table and
 the geometric-mean speed-ups last; ``--json`` and ``--png`` write the
@@ -57,6 +58,9 @@ from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
 
 # The plugin, the built-in, the built-in under XLA, the plugin under XLA.
 KINDS = ("plugin", "builtin", "xla", "plugin_xla")
+# The kinds timed together: the plain ops first, then the two under XLA,
+# whose slow calls slowed the calls after them down (see _time_kinds).
+PHASES = (("plugin", "builtin"), ("xla", "plugin_xla"))
 # --world: the value of TF_ENABLE_ONEDNN_OPTS that selects each set of
 # TensorFlow's CPU kernels.
 WORLDS = {"onednn": "1", "eigen": "0"}
@@ -299,37 +303,39 @@ def _time_kinds(
     slow_s: float = SLOW_CALL_S,
 ) -> Dict[str, List[float]]:
     """Milliseconds of each timed call of each kind that accepts the call
-    (the plugin's op, the built-in, each under XLA), interleaved: ``repeats``
-    calls after two warm-up calls, or one after one for a kind whose first
-    call took more than ``slow_s`` seconds. Each timed call of a fast kind
-    comes right after an untimed call of the same kind: on a 2-core VM the
-    call that followed another kind's slow XLA call measured up to 1.7x its
-    time elsewhere (bfloat16 DCGAN 16x16 input gradient: plugin 5.2-5.9
-    against 4.05 ms, built-in 6.7 against 3.8), and the kinds' fixed order
-    had put the plugin there in every round. A call is timed until it returns
-    its (computed) result, see ``require_synchronous``."""
+    (the plugin's op, the built-in, each under XLA): phase by phase (see
+    PHASES), the kinds of a phase interleaved, ``repeats`` calls after two
+    warm-up calls, or one after one for a kind whose first call took more than
+    ``slow_s`` seconds. Each timed call of a fast kind comes right after an
+    untimed call of the same kind. (On a 2-core VM, with the four kinds
+    interleaved, the calls after the slow XLA ones measured up to 1.7x their
+    time alone: float32 ESPNet 256x512 filter gradient, plugin 6.3 against 3.7
+    ms, built-in 5.4 against 3.8; a fixed order had also put the plugin right
+    after them in every round.) A call is timed until it returns its
+    (computed) result, see ``require_synchronous``."""
     require_synchronous()
     times: Dict[str, List[float]] = {}
-    calls: Dict[str, int] = {}
-    for kind in KINDS:
-        try:
-            start = time.perf_counter()
-            ops[kind](sizes, a, dy, attrs)
-            slow = time.perf_counter() - start > slow_s
-            if not slow:
+    for phase in PHASES:
+        calls: Dict[str, int] = {}
+        for kind in phase:
+            try:
+                start = time.perf_counter()
                 ops[kind](sizes, a, dy, attrs)
-            times[kind], calls[kind] = [], 1 if slow else repeats
-        except tf.errors.InvalidArgumentError:
-            pass  # the built-in refuses it on this CPU
-    for r in range(repeats):
-        for kind in times:
-            if r >= calls[kind]:
-                continue
-            if calls[kind] > 1:
+                slow = time.perf_counter() - start > slow_s
+                if not slow:
+                    ops[kind](sizes, a, dy, attrs)
+                times[kind], calls[kind] = [], 1 if slow else repeats
+            except tf.errors.InvalidArgumentError:
+                pass  # the built-in refuses it on this CPU
+        for r in range(repeats):
+            for kind in calls:
+                if r >= calls[kind]:
+                    continue
+                if calls[kind] > 1:
+                    ops[kind](sizes, a, dy, attrs)
+                start = time.perf_counter()
                 ops[kind](sizes, a, dy, attrs)
-            start = time.perf_counter()
-            ops[kind](sizes, a, dy, attrs)
-            times[kind].append((time.perf_counter() - start) * 1e3)
+                times[kind].append((time.perf_counter() - start) * 1e3)
     return times
 
 
