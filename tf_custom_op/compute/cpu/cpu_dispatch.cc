@@ -198,7 +198,9 @@ Bf16PairKernel SelectBf16PairKernel() {
   }
 }
 
-int64_t BlocksPerCall() { return Chosen() == Isa::kAvx2 ? 3 : 2; }
+int64_t TapBlocksPerCall() { return Chosen() == Isa::kAvx2 ? 3 : 2; }
+
+int64_t PairBlocksPerCall() { return Chosen() == Isa::kAmx ? 4 : 2; }
 
 const char* CpuKernelIsa() {
   switch (Chosen()) {

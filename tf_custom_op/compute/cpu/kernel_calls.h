@@ -29,6 +29,7 @@ struct GenericKernelCall {
   }
   // Elements of the packed operand from one reduction step to the next.
   static void SetPackedStep(int64_t step, Operands* o) { o->w_step = step; }
+  static int64_t BlocksPerCall() { return TapBlocksPerCall(); }
   void operator()(const Operands& o) const { kernel(o); }
 
   TapKernel<Acc> kernel;
@@ -49,19 +50,20 @@ struct Bf16PairKernelCall {
   }
   // The pair layout's step is always 16 words (one per lane).
   static void SetPackedStep(int64_t, Operands*) {}
+  static int64_t BlocksPerCall() { return PairBlocksPerCall(); }
   void operator()(const Operands& o) const { kernel(o); }
 
   Bf16PairKernel kernel;
 };
 
-// Runs `call` over `blocks` channel blocks of `block` lanes, BlocksPerCall()
-// blocks per call. Everything in *o but w, blocks and acc is set already;
+// Runs `call` over `blocks` channel blocks of `block` lanes, Call's
+// BlocksPerCall() blocks per call. Everything in *o but w, blocks and acc is set already;
 // block j's packed values start at w + j * o->w_block_stride and its sums at
 // acc + j * block.
 template <typename Call, typename Sum>
 inline void CallOverBlocks(const Call& call, const typename Call::Packed* w, Sum* acc,
                            int64_t blocks, int64_t block, typename Call::Operands* o) {
-  const int64_t per_call = BlocksPerCall();
+  const int64_t per_call = Call::BlocksPerCall();
   for (int64_t b = 0; b < blocks; b += per_call) {
     o->w = w + b * o->w_block_stride;
     o->blocks = std::min(per_call, blocks - b);

@@ -54,15 +54,22 @@ struct TapOperands {
 template <typename Acc>
 using TapKernel = void (*)(const TapOperands<Acc>& operands);
 
-// Channel blocks a caller hands to one micro-kernel call: as many as the
-// chosen instruction set's register tile covers (two on AVX-512 and for the
-// pair kernels, three 8-lane ones on AVX2, two elsewhere); more would push the
-// filter panel out of L1, and a call of three blocks on a two-block tile runs
-// its third block in a tile of one (compute_bench, one thread, input gradient
-// of DCGAN 16x16 with three on AVX-512: float32 1.13x the time, bfloat16 on
-// AMX 1.08x). kMaxBlocksPerCall bounds them all.
-constexpr int64_t kMaxBlocksPerCall = 3;
-int64_t BlocksPerCall();
+// Channel blocks a caller hands to one call of the tap kernel: as many as
+// the chosen instruction set's register tile covers (two on AVX-512, three
+// 8-lane ones on AVX2, two elsewhere); more would push the filter panel out of
+// L1, and a call of three blocks on a two-block tile runs its third block in
+// a tile of one (compute_bench, one thread, float32 input gradient of DCGAN
+// 16x16 with three on AVX-512: 1.13x the time).
+int64_t TapBlocksPerCall();
+// The same for the pair kernel: two, or four with AMX, whose square pass then
+// runs two block pairs over each pair of row groups, the second reading the
+// row groups' tiles from L1 (compute_bench, one thread, bfloat16 input
+// gradient against two: U-Net 64x64 0.91x the time, stride1 14x14 0.88x,
+// DCGAN 8x8 0.92x; three had cost 1.08x on DCGAN 16x16, and four tap-kernel
+// blocks measured no gain for float32 and lost up to 9%).
+int64_t PairBlocksPerCall();
+// Bounds both.
+constexpr int64_t kMaxBlocksPerCall = 4;
 
 // The micro-kernel for `block` lanes (1, 4, 8 or 16) in the best instruction
 // set this CPU has (AVX-512 with BF16 and AMX, AVX-512 with BF16, AVX-512,
