@@ -57,9 +57,9 @@ struct Bf16PairKernelCall {
 };
 
 // Runs `call` over `blocks` channel blocks of `block` lanes, Call's
-// BlocksPerCall() blocks per call. Everything in *o but w, blocks and acc is set already;
-// block j's packed values start at w + j * o->w_block_stride and its sums at
-// acc + j * block.
+// BlocksPerCall() blocks per call. Everything in *o but w, blocks and acc is
+// set already; block j's packed values start at w + j * o->w_block_stride and
+// its sums at acc + j * block.
 template <typename Call, typename Sum>
 inline void CallOverBlocks(const Call& call, const typename Call::Packed* w, Sum* acc,
                            int64_t blocks, int64_t block, typename Call::Operands* o) {
