@@ -817,6 +817,18 @@ int64_t TestPairs(const cpu::UkernelTable& table) {
         }
       }
     }
+    // Runs of 4 rows or fewer over up to 9 lines: on AMX, four lines at a
+    // time share each B tile (whole chunks of 16 pairs), then the rest.
+    for (const int64_t run : {1, 2, 3, 4}) {
+      for (const int64_t lines : {4, 5, 6, 7, 9}) {
+        for (const int64_t pairs : {16, 32, 48, 64, 35}) {
+          where = std::string(table.isa) + " bf16 pair (short runs)";
+          if (CheckPairs(kernel, MakeTileShape(blocks, lines, run, pairs), Chance(20), !amx)) {
+            ++calls;
+          }
+        }
+      }
+    }
     // Several taps per call (or none), summed onto the sums or overwriting
     // them, in both row layouts.
     for (const int64_t taps : {0, 1, 2, 3, 9}) {
