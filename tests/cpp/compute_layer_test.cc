@@ -1113,6 +1113,42 @@ int main(int argc, char** argv) {
   std::printf("depthwise input gradients with rows split across tiles: %d of %d\n", split_rows,
               depthwise);
   (depthwise >= 20 && 2 * split_rows >= depthwise ? passed : failed)++;
+  // Small images under a filter too large for L2 once packed: several
+  // images per task on the per-tap paths (plan.tile_images), float and
+  // bfloat16, the batch seldom a multiple of the images a task takes (the
+  // last task takes fewer). Out channels a multiple of 32 or not: bfloat16
+  // on AMX then has whole 16-pair chunks, its runs of 4 pixels or fewer
+  // going several lines per B tile, or leftover pairs. Every float problem
+  // must group images, and every bfloat16 one whose plan reads out_backprop
+  // in place. (Two problems in short runs such as valgrind's.)
+  int image_groups = 0, groupable = 0;
+  const int group_problems = problems >= 400 ? 8 : 2;
+  for (int i = 0; i < group_problems; ++i) {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    attrs.strides = {1, 2, 2, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = i % 3 == 0 ? ct::Padding::kValid : ct::Padding::kSame;
+    const bool bf16 = i % 2 == 1;
+    // (float: a kernel of 5, not a whole number of strides, so that the phase
+    // rows never take it.)
+    const int64_t cout = (bf16 ? 1024 : 640) + (i % 4 >= 2 ? 16 : 0), k = bf16 ? 6 : 5;
+    const int64_t side = Uniform(6, 8), batch = Uniform(33, 40), cin = Uniform(33, 48);
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, {batch, side, side}, {k, k}, 1, cin, cout, &p)) {
+      std::printf("image-group problem rejected\n");
+      return 1;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuInputPlan plan = bf16 ? ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, isa)
+                                            : ct::cpu::PlanCpuBackpropInput<float>(p, isa);
+    groupable += !bf16 || plan.read_dy_in_place;
+    image_groups += plan.tile_images > 1;
+    const bool ok = bf16 ? RunOne<Eigen::bfloat16>(p, 1e-2, false) : RunOne<float>(p, 1e-6, false);
+    (ok ? passed : failed)++;
+  }
+  std::printf("image groups: %d of %d problems that can\n", image_groups, groupable);
+  (image_groups == groupable && 2 * image_groups >= group_problems ? passed : failed)++;
   {
     ct::ConvAttrs attrs;
     attrs.data_format = ct::DataFormat::kNHWC;

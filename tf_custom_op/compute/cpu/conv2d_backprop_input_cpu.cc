@@ -140,10 +140,17 @@ struct Tile {
 // times the packed filter to every line the tap feeds, two channel blocks per
 // call so that the packed blocks stay in L1 across the lines. Each output
 // element is summed in one fixed order, whatever the thread count.
+// Several images' tiles at once (plan.tile_images): `count` images, the
+// accumulators and out_backprop of each `acc_stride` and `dy_stride` elements
+// after the one before.
+struct Images {
+  int64_t count, acc_stride, dy_stride;
+};
+
 template <typename Call, typename Sum>
 void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Sum>& t,
                      const DyPanel<typename Call::X>& dy, const typename Call::Packed* packed,
-                     const Call& call) {
+                     const Call& call, const Images& images = {1, 0, 0}) {
   const int64_t cog = p.out_depth_per_group();
   const int64_t steps = cog / Call::kValuesPerStep;
   const int64_t packed_block = steps * plan.block;
@@ -161,11 +168,24 @@ void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<
     o.acc_line_stride = p.stride_rows * t.row_stride;
     const typename Call::X* x = dy.Pixel(tap.oh0, tap.ow0, p.out_depth);
     for (int64_t g = 0; g < p.groups; ++g) {
-      o.x = x + g * cog;
       const int64_t w_offset = ((g * p.filter_rows + tap.kh) * p.filter_cols + tap.kw) * packed_tap;
-      cpu::CallOverBlocks(call, packed + w_offset,
-                          t.acc + tap.acc_offset + g * plan.blocks * plan.block, plan.blocks,
-                          plan.block, &o);
+      Sum* acc = t.acc + tap.acc_offset + g * plan.blocks * plan.block;
+      if (images.count == 1) {
+        o.x = x + g * cog;
+        cpu::CallOverBlocks(call, packed + w_offset, acc, plan.blocks, plan.block, &o);
+        continue;
+      }
+      // The call's blocks for every image while they are in cache.
+      const int64_t per_call = Call::BlocksPerCall();
+      for (int64_t b = 0; b < plan.blocks; b += per_call) {
+        o.w = packed + w_offset + b * o.w_block_stride;
+        o.blocks = std::min(per_call, plan.blocks - b);
+        for (int64_t i = 0; i < images.count; ++i) {
+          o.x = x + i * images.dy_stride + g * cog;
+          o.acc = acc + i * images.acc_stride + b * plan.block;
+          call(o);
+        }
+      }
     }
   });
 }
@@ -501,8 +521,9 @@ class BackpropInputTask {
   // Tiles [begin, end), image-major, then tile rows, then tile columns.
   void Run(int64_t begin, int64_t end) const {
     Scratch s;
+    const int64_t tile_elements = plan_.tile_rows * plan_.tile_cols * plan_.row_length;
     if (!plan_.accumulate_in_place && !plan_.scatter_direct) {
-      s.tile.resize(static_cast<size_t>(plan_.tile_rows * plan_.tile_cols * plan_.row_length));
+      s.tile.resize(static_cast<size_t>(plan_.tile_images * tile_elements));
     }
     for (int64_t task = begin; task < end; ++task) {
       if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
@@ -513,9 +534,26 @@ class BackpropInputTask {
           continue;
         }
       }
-      const Tile<Acc> t = StartTile(task, &s.tile);
-      Accumulate(t, &s);
-      if (!plan_.accumulate_in_place) StoreTile(p_, plan_, t, in_backprop_, &s.row);
+      TileRegion r = RegionOf(task);
+      const int64_t images = std::min(plan_.tile_images, p_.batch - r.n);
+      const Tile<Acc> t = StartTile(r, s.tile.data());
+      for (int64_t i = 1; i < images; ++i) {
+        ++r.n;
+        StartTile(r, s.tile.data() + i * tile_elements);
+      }
+      if (images > 1) {  // whole images, one tile each (plan.tile_images)
+        const int64_t image_stride =
+            plan_.accumulate_in_place ? p_.in_rows * p_.in_cols * p_.in_depth : tile_elements;
+        AccumulateImages(t, images, image_stride, &s);
+      } else {
+        Accumulate(t, &s);
+      }
+      for (int64_t i = 0; i < images && !plan_.accumulate_in_place; ++i) {
+        Tile<Acc> ti = t;
+        ti.region.n += i;
+        ti.acc += i * tile_elements;
+        StoreTile(p_, plan_, ti, in_backprop_, &s.row);
+      }
     }
   }
 
@@ -533,12 +571,12 @@ class BackpropInputTask {
     std::vector<int64_t> offsets;      // the tap-run path's tap offsets
   };
 
-  // The output region of task `task`'s tile.
+  // The output region of task `task`'s tile (of its first image's).
   TileRegion RegionOf(int64_t task) const {
     TileRegion r;
     const int64_t col_tile = task % plan_.col_tiles;
     const int64_t row_tile = (task / plan_.col_tiles) % plan_.row_tiles;
-    r.n = task / (plan_.col_tiles * plan_.row_tiles);
+    r.n = task / (plan_.col_tiles * plan_.row_tiles) * plan_.tile_images;
     r.h_begin = row_tile * plan_.tile_rows;
     r.h_end = std::min(p_.in_rows, r.h_begin + plan_.tile_rows);
     r.w_begin = col_tile * plan_.tile_cols;
@@ -546,15 +584,15 @@ class BackpropInputTask {
     return r;
   }
 
-  // Locates task `task`'s tile and zeroes its accumulators (except on the
+  // Locates the tile of region r and zeroes its accumulators (except on the
   // depthwise and tap-run paths, which write every one): a window of the
-  // output when accumulating in place, else the separate tile buffer.
-  Tile<Acc> StartTile(int64_t task, std::vector<Acc>* buffer) const {
-    const TileRegion r = RegionOf(task);
+  // output when accumulating in place, else the separate tile at `buffer`.
+  Tile<Acc> StartTile(const TileRegion& r, Acc* buffer) const {
     const bool zero = plan_.path != Path::kDepthwise && !plan_.tap_runs;
     if (!plan_.accumulate_in_place) {
-      if (zero) std::fill(buffer->begin(), buffer->end(), Acc(0));
-      return {r, buffer->data(), plan_.tile_cols * plan_.row_length};
+      if (zero)
+        std::fill(buffer, buffer + plan_.tile_rows * plan_.tile_cols * plan_.row_length, Acc(0));
+      return {r, buffer, plan_.tile_cols * plan_.row_length};
     }
     const Tile<Acc> t{r,
                       reinterpret_cast<Acc*>(in_backprop_) +
@@ -606,6 +644,24 @@ class BackpropInputTask {
     } else {
       AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
     }
+  }
+
+  // Accumulate for `images` whole images from t's, their accumulators
+  // image_stride apart (plan.tile_images: the per-tap paths, out_backprop
+  // read in place).
+  void AccumulateImages(const Tile<Acc>& t, int64_t images, int64_t image_stride,
+                        Scratch* s) const {
+    const Images many{images, image_stride, p_.out_rows * p_.out_cols * p_.out_depth};
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if (plan_.path == Path::kBf16Pairs) {
+        AccumulateDense(p_, plan_, t, PanelFor(t, &s->raw_panel),
+                        static_cast<const uint32_t*>(packed_),
+                        cpu::Bf16PairKernelCall{pair_kernel_}, many);
+        return;
+      }
+    }
+    AccumulateDense(p_, plan_, t, PanelFor(t, &s->panel), static_cast<const Acc*>(packed_),
+                    cpu::GenericKernelCall<Acc>{tap_kernel_}, many);
   }
 
   // The out_backprop values the tile reads, in E (see dy_panel.h).
