@@ -1019,10 +1019,13 @@ void TestNarrow(const cpu::UkernelTable& table, cpu::NarrowKernel<T> narrow, boo
 }
 
 // ---------------------------------------------------------------------------
-// The depthwise filter-gradient kernel: acc[c] += sum over pixels i of
-// x[i*x_stride + c] * dy[i*dy_stride + c], checked with exact values (any
-// order, fused or not, gives the same bits), x and dy sized exactly and NaN
-// in their gaps, the accumulators between sentinel guard zones.
+// The depthwise filter-gradient kernel: acc[t*acc_tap_step + c] += sum over
+// pixels i of x[t*x_tap_step + i*x_stride + c] * dy[i*dy_stride + c] for
+// each of `taps` taps, checked with exact values (any order, fused or not,
+// gives the same bits), x and dy sized exactly and NaN in their gaps, the
+// accumulators between sentinel guard zones and sentinels between taps.
+// Several taps come with their x one pixel apart (a stride-1 filter row,
+// which the kernel reads as a sliding window) or at other steps.
 template <typename A>
 int64_t TestDepthwiseFilter(const cpu::UkernelTable& table, cpu::DepthwiseFilterKernel<A> kernel) {
   where = std::string(table.isa) + " depthwise " + TypeName<A>();
@@ -1031,41 +1034,70 @@ int64_t TestDepthwiseFilter(const cpu::UkernelTable& table, cpu::DepthwiseFilter
     return 0;
   }
   int64_t calls = 0;
-  for (const int64_t channels : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100}) {
-    for (const int64_t pixels : {0, 1, 2, 3, 5, 9, 17}) {
-      const int64_t x_stride = channels * Uniform(1, 3) + Uniform(0, 5);
-      const int64_t dy_stride = channels + Uniform(0, 5);
-      const bool any = channels > 0 && pixels > 0;
-      std::vector<A> x(any ? (pixels - 1) * x_stride + channels : 1, Poison<A>());
-      std::vector<A> dy(any ? (pixels - 1) * dy_stride + channels : 1, Poison<A>());
-      for (int64_t i = 0; i < pixels; ++i) {
-        for (int64_t c = 0; c < channels; ++c) {
-          x[i * x_stride + c] = ExactValue<A>(0);
-          dy[i * dy_stride + c] = ExactValue<A>(1);
+  for (const int64_t taps : {1, 2, 3, 4, 5, 7}) {
+    for (const int64_t channels : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100}) {
+      for (const int64_t pixels : {0, 1, 2, 3, 5, 9, 17}) {
+        const int64_t x_stride = channels * Uniform(1, 3) + Uniform(0, 5);
+        const int64_t dy_stride = channels + Uniform(0, 5);
+        const int64_t x_tap_step = Chance(50) ? x_stride : channels + Uniform(0, 7);
+        const int64_t acc_tap_step = channels + Uniform(0, 3);
+        const bool any = channels > 0 && pixels > 0;
+        std::vector<A> x(any ? (taps - 1) * x_tap_step + (pixels - 1) * x_stride + channels : 1,
+                         Poison<A>());
+        std::vector<A> dy(any ? (pixels - 1) * dy_stride + channels : 1, Poison<A>());
+        for (int64_t t = 0; t < taps && any; ++t) {
+          for (int64_t i = 0; i < pixels; ++i) {
+            for (int64_t c = 0; c < channels; ++c) {
+              x[t * x_tap_step + i * x_stride + c] = ExactValue<A>(0);
+            }
+          }
         }
-      }
-      std::vector<A> acc(channels + 2 * kGuard, Sentinel<A>());
-      for (int64_t c = 0; c < channels; ++c) acc[kGuard + c] = ExactValue<A>(2);
-      const std::vector<A> before = acc;
-      kernel({x.data(), x_stride, dy.data(), dy_stride, pixels, channels, acc.data() + kGuard});
-      ++calls;
-      for (int64_t c = 0; c < channels; ++c) {
-        A want = before[kGuard + c];
-        for (int64_t i = 0; i < pixels; ++i) want += x[i * x_stride + c] * dy[i * dy_stride + c];
-        if (!(acc[kGuard + c] == want)) {
-          Fail("channels %lld pixels %lld lane %lld: got %.17g, want %.17g",
-               static_cast<long long>(channels), static_cast<long long>(pixels),
-               static_cast<long long>(c), static_cast<double>(acc[kGuard + c]),
-               static_cast<double>(want));
-          break;
+        for (int64_t i = 0; i < pixels; ++i) {
+          for (int64_t c = 0; c < channels; ++c) dy[i * dy_stride + c] = ExactValue<A>(1);
         }
-      }
-      for (int64_t i = 0; i < kGuard; ++i) {
-        if (!SameBits(acc[i], Sentinel<A>()) ||
-            !SameBits(acc[kGuard + channels + i], Sentinel<A>())) {
-          Fail("channels %lld pixels %lld: wrote outside its accumulators",
-               static_cast<long long>(channels), static_cast<long long>(pixels));
-          break;
+        const int64_t span = (taps - 1) * acc_tap_step + channels;
+        std::vector<A> acc(span + 2 * kGuard, Sentinel<A>());
+        for (int64_t t = 0; t < taps; ++t) {
+          for (int64_t c = 0; c < channels; ++c)
+            acc[kGuard + t * acc_tap_step + c] = ExactValue<A>(2);
+        }
+        const std::vector<A> before = acc;
+        cpu::DepthwiseFilterOperands<A> o{x.data(), x_stride, dy.data(),          dy_stride,
+                                          pixels,   channels, acc.data() + kGuard};
+        o.taps = taps;
+        o.x_tap_step = x_tap_step;
+        o.acc_tap_step = acc_tap_step;
+        kernel(o);
+        ++calls;
+        bool reported = false;
+        for (int64_t t = 0; t < taps && !reported; ++t) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t at = kGuard + t * acc_tap_step + c;
+            A want = before[at];
+            for (int64_t i = 0; i < pixels; ++i) {
+              want += x[t * x_tap_step + i * x_stride + c] * dy[i * dy_stride + c];
+            }
+            if (!(acc[at] == want)) {
+              Fail("taps %lld channels %lld pixels %lld: tap %lld lane %lld: got %.17g, want %.17g",
+                   static_cast<long long>(taps), static_cast<long long>(channels),
+                   static_cast<long long>(pixels), static_cast<long long>(t),
+                   static_cast<long long>(c), static_cast<double>(acc[at]),
+                   static_cast<double>(want));
+              reported = true;
+              break;
+            }
+          }
+        }
+        bool untouched = true;
+        for (int64_t i = 0; i < static_cast<int64_t>(acc.size()); ++i) {
+          const int64_t k = i - kGuard;
+          const bool target = k >= 0 && k < span && k % acc_tap_step < channels;
+          untouched = untouched && (target || SameBits(acc[i], Sentinel<A>()));
+        }
+        if (!untouched) {
+          Fail("taps %lld channels %lld pixels %lld: wrote outside its accumulators",
+               static_cast<long long>(taps), static_cast<long long>(channels),
+               static_cast<long long>(pixels));
         }
       }
     }

@@ -1010,9 +1010,7 @@ class DepthwiseFilterTask {
           }
           const Acc* x = AsAcc(input_ + (n * p_.in_rows + h) * p_.in_cols * channels,
                                p_.in_cols * channels, &x_row);
-          for (int64_t kw = 0; kw < p_.filter_cols; ++kw) {
-            AccumulateRow(dy, x, kw, tap_acc + kw * channels);
-          }
+          AccumulateTapRow(dy, x, tap_acc);
         }
       }
     }
@@ -1030,6 +1028,56 @@ class DepthwiseFilterTask {
                dy + cols.lo * channels, channels, cols.hi - cols.lo, channels, a});
     }
     AddPadding(dy, cols.hi, p_.out_cols, a);
+  }
+
+  // Every tap of a filter row (acc[kw][g]) over the out_backprop row dy,
+  // reading input row x: the columns where every tap reads inside the input
+  // in one call for all the taps (each dy load serving them all: groups64
+  // 56x56's filter gradient, compute_bench on one thread, 0.90 -> 0.59 ms),
+  // each tap's other columns before and after it, so that every sum still
+  // runs over the columns in order, as AccumulateRow's.
+  void AccumulateTapRow(const Acc* dy, const Acc* x, Acc* acc) const {
+    const int64_t channels = p_.groups, taps = p_.filter_cols, sw = p_.stride_cols;
+    int64_t lo = 0, hi = p_.out_cols;
+    for (int64_t kw = 0; kw < taps; ++kw) {
+      const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+      lo = std::max(lo, cols.lo);
+      hi = std::min(hi, cols.hi);
+    }
+    if (taps == 1 || hi <= lo) {
+      for (int64_t kw = 0; kw < taps; ++kw) AccumulateRow(dy, x, kw, acc + kw * channels);
+      return;
+    }
+    for (int64_t kw = 0; kw < taps; ++kw) {  // columns before [lo, hi)
+      const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+      Acc* a = acc + kw * channels;
+      AddPadding(dy, 0, cols.lo, a);
+      if (lo > cols.lo) {
+        kernel_({x + (cols.lo * sw - cols.shift) * channels, sw * channels, dy + cols.lo * channels,
+                 channels, lo - cols.lo, channels, a});
+      }
+    }
+    cpu::DepthwiseFilterOperands<Acc> o{
+        x + (lo * sw - cpu::InsideColumnsFor(p_, 0).shift) * channels,
+        sw * channels,
+        dy + lo * channels,
+        channels,
+        hi - lo,
+        channels,
+        acc};
+    o.taps = taps;
+    o.x_tap_step = p_.dilation_cols * channels;
+    o.acc_tap_step = channels;
+    kernel_(o);
+    for (int64_t kw = 0; kw < taps; ++kw) {  // columns after it
+      const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
+      Acc* a = acc + kw * channels;
+      if (cols.hi > hi) {
+        kernel_({x + (hi * sw - cols.shift) * channels, sw * channels, dy + hi * channels, channels,
+                 cols.hi - hi, channels, a});
+      }
+      AddPadding(dy, cols.hi, p_.out_cols, a);
+    }
   }
 
   // Padding still adds 0 * dy, like the generic path and the definition:

@@ -121,6 +121,11 @@ Bf16PairKernel SelectBf16PairKernel();
 //   acc[c] += sum_i x[i*x_stride + c] * dy[i*dy_stride + c]
 // for c < channels, the terms added in order of i < pixels (deterministic;
 // each channel's sum held in a register across the pixels).
+//
+// With taps > 1, as many sums at once over the same dy: for t < taps,
+//   acc[t*acc_tap_step + c] += sum_i x[t*x_tap_step + i*x_stride + c] * dy[i*dy_stride + c]
+// (a filter row's taps over one out_backprop row: each dy load serves them
+// all, and their sums are independent chains), each in the same order.
 template <typename Acc>
 struct DepthwiseFilterOperands {
   const Acc* x;
@@ -128,6 +133,7 @@ struct DepthwiseFilterOperands {
   const Acc* dy;
   int64_t dy_stride, pixels, channels;
   Acc* acc;
+  int64_t taps = 1, x_tap_step = 0, acc_tap_step = 0;
 };
 template <typename Acc>
 using DepthwiseFilterKernel = void (*)(const DepthwiseFilterOperands<Acc>& operands);
