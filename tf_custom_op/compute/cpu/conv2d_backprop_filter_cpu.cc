@@ -1033,7 +1033,7 @@ class DepthwiseFilterTask {
   // Every tap of a filter row (acc[kw][g]) over the out_backprop row dy,
   // reading input row x: the columns where every tap reads inside the input
   // in one call for all the taps (each dy load serving them all: groups64
-  // 56x56's filter gradient, compute_bench on one thread, 0.90 -> 0.59 ms),
+  // 56x56's filter gradient, compute_bench on one thread, 0.90 -> 0.63 ms),
   // each tap's other columns before and after it, so that every sum still
   // runs over the columns in order, as AccumulateRow's.
   void AccumulateTapRow(const Acc* dy, const Acc* x, Acc* acc) const {
