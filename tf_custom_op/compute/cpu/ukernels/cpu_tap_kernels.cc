@@ -430,6 +430,9 @@ __attribute__((always_inline)) inline void DepthwiseFilterTapVectors(
 // loads; the channels past the last whole vector one tap at a time.
 template <typename Acc>
 void DepthwiseFilterReduce(const DepthwiseFilterOperands<Acc>& o) {
+  // Nothing to add (and no x to read: the sliding window below loads its
+  // first pixels before the loop).
+  if (o.pixels <= 0) return;
   constexpr int kLanes = kVectorBytes / static_cast<int>(sizeof(Acc));
   // Three taps' sums of 4 vectors (2 with 16 registers) stay in registers.
   constexpr int kTapVectors = kVectorBytes == 64 ? 4 : 2;
