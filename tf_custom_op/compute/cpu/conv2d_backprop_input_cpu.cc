@@ -135,11 +135,6 @@ struct Tile {
   int64_t row_stride;
 };
 
-// The generic and the pair path: for every tap reaching the tile (kh, kw in
-// order) and every group, the micro-kernel adds the group's out channels
-// times the packed filter to every line the tap feeds, two channel blocks per
-// call so that the packed blocks stay in L1 across the lines. Each output
-// element is summed in one fixed order, whatever the thread count.
 // Several images' tiles at once (plan.tile_images): `count` images, the
 // accumulators and out_backprop of each `acc_stride` and `dy_stride` elements
 // after the one before.
@@ -147,6 +142,12 @@ struct Images {
   int64_t count, acc_stride, dy_stride;
 };
 
+// The generic and the pair path: for every tap reaching the tile (kh, kw in
+// order) and every group, the micro-kernel adds the group's out channels
+// times the packed filter to every line the tap feeds, two channel blocks per
+// call so that the packed blocks stay in L1 across the lines (with several
+// images, each call's blocks go to every image in turn). Each output
+// element is summed in one fixed order, whatever the thread count.
 template <typename Call, typename Sum>
 void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Sum>& t,
                      const DyPanel<typename Call::X>& dy, const typename Call::Packed* packed,

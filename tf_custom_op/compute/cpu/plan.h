@@ -108,7 +108,8 @@ struct CpuInputPlan {
   // accumulators.
   int64_t block, blocks, row_length;
   // Output rows and columns per tile, and tiles per image down and across.
-  // Each tile of each image is one parallel task.
+  // Each tile of each image (or group of tile_images images) is one
+  // parallel task.
   int64_t tile_rows, tile_cols, row_tiles, col_tiles;
   // Images a task takes, each its own tile (one unless a tile is a whole
   // image: see kMaxTileImages). Per tap the task applies each block of the
