@@ -151,7 +151,7 @@ struct Images {
 template <typename Call, typename Sum>
 void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<Sum>& t,
                      const DyPanel<typename Call::X>& dy, const typename Call::Packed* packed,
-                     const Call& call, const Images& images = {1, 0, 0}) {
+                     const Call& call, const Images& images) {
   const int64_t cog = p.out_depth_per_group();
   const int64_t steps = cog / Call::kValuesPerStep;
   const int64_t packed_block = steps * plan.block;
@@ -542,13 +542,10 @@ class BackpropInputTask {
         ++r.n;
         StartTile(r, s.tile.data() + i * tile_elements);
       }
-      if (images > 1) {  // whole images, one tile each (plan.tile_images)
-        const int64_t image_stride =
-            plan_.accumulate_in_place ? p_.in_rows * p_.in_cols * p_.in_depth : tile_elements;
-        AccumulateImages(t, images, image_stride, &s);
-      } else {
-        Accumulate(t, &s);
-      }
+      // Whole images, one tile each, where plan.tile_images > 1.
+      const int64_t image_stride =
+          plan_.accumulate_in_place ? p_.in_rows * p_.in_cols * p_.in_depth : tile_elements;
+      Accumulate(t, {images, image_stride, p_.out_rows * p_.out_cols * p_.out_depth}, &s);
       for (int64_t i = 0; i < images && !plan_.accumulate_in_place; ++i) {
         Tile<Acc> ti = t;
         ti.region.n += i;
@@ -606,8 +603,10 @@ class BackpropInputTask {
     return t;
   }
 
-  // Adds every tap's contribution to the tile along the plan's path.
-  void Accumulate(const Tile<Acc>& t, Scratch* s) const {
+  // Adds every tap's contribution to the tile along the plan's path (to
+  // `images` images' tiles from t's on, which only the per-tap paths take:
+  // plan.tile_images).
+  void Accumulate(const Tile<Acc>& t, const Images& images, Scratch* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.path == Path::kScatterPairs) {
         AccumulateScatter(p_, plan_, t, PanelFor(t, &s->raw_panel),
@@ -624,7 +623,7 @@ class BackpropInputTask {
       if (plan_.path == Path::kBf16Pairs) {
         AccumulateDense(p_, plan_, t, PanelFor(t, &s->raw_panel),
                         static_cast<const uint32_t*>(packed_),
-                        cpu::Bf16PairKernelCall{pair_kernel_});
+                        cpu::Bf16PairKernelCall{pair_kernel_}, images);
         return;
       }
     }
@@ -643,26 +642,8 @@ class BackpropInputTask {
       AccumulateTapRuns(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_},
                         &s->runs, &s->offsets);
     } else {
-      AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_});
+      AccumulateDense(p_, plan_, t, dy, packed, cpu::GenericKernelCall<Acc>{tap_kernel_}, images);
     }
-  }
-
-  // Accumulate for `images` whole images from t's, their accumulators
-  // image_stride apart (plan.tile_images: the per-tap paths, out_backprop
-  // read in place).
-  void AccumulateImages(const Tile<Acc>& t, int64_t images, int64_t image_stride,
-                        Scratch* s) const {
-    const Images many{images, image_stride, p_.out_rows * p_.out_cols * p_.out_depth};
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (plan_.path == Path::kBf16Pairs) {
-        AccumulateDense(p_, plan_, t, PanelFor(t, &s->raw_panel),
-                        static_cast<const uint32_t*>(packed_),
-                        cpu::Bf16PairKernelCall{pair_kernel_}, many);
-        return;
-      }
-    }
-    AccumulateDense(p_, plan_, t, PanelFor(t, &s->panel), static_cast<const Acc*>(packed_),
-                    cpu::GenericKernelCall<Acc>{tap_kernel_}, many);
   }
 
   // The out_backprop values the tile reads, in E (see dy_panel.h).

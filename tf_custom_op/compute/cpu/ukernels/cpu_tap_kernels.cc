@@ -426,6 +426,19 @@ __attribute__((always_inline)) inline void DepthwiseFilterTapVectors(
   }
 }
 
+// Taps [t0, t0 + n) (n of 1-3) x kVectors vectors from c.
+template <typename Acc, int kVectors>
+__attribute__((always_inline)) inline void DepthwiseFilterTaps(
+    const DepthwiseFilterOperands<Acc>& o, int64_t t0, int64_t n, int64_t c) {
+  if (n == 3) {
+    DepthwiseFilterTapVectors<Acc, 3, kVectors>(o, t0, c);
+  } else if (n == 2) {
+    DepthwiseFilterTapVectors<Acc, 2, kVectors>(o, t0, c);
+  } else {
+    DepthwiseFilterTapVectors<Acc, 1, kVectors>(o, t0, c);
+  }
+}
+
 // One tap, or several (three at a time while enough remain) sharing the dy
 // loads; the channels past the last whole vector one tap at a time.
 template <typename Acc>
@@ -441,29 +454,12 @@ void DepthwiseFilterReduce(const DepthwiseFilterOperands<Acc>& o) {
     for (; c + 4 * kLanes <= o.channels; c += 4 * kLanes) DepthwiseFilterVectors<Acc, 4>(o, c);
     for (; c + kLanes <= o.channels; c += kLanes) DepthwiseFilterVectors<Acc, 1>(o, c);
   } else {
-    for (int64_t t = 0; t < o.taps;) {
+    for (int64_t t = 0; t < o.taps; t += 3) {
       const int64_t n = std::min<int64_t>(3, o.taps - t);
-      int64_t ct = 0;
-      for (; ct + kTapVectors * kLanes <= o.channels; ct += kTapVectors * kLanes) {
-        if (n == 3) {
-          DepthwiseFilterTapVectors<Acc, 3, kTapVectors>(o, t, ct);
-        } else if (n == 2) {
-          DepthwiseFilterTapVectors<Acc, 2, kTapVectors>(o, t, ct);
-        } else {
-          DepthwiseFilterTapVectors<Acc, 1, kTapVectors>(o, t, ct);
-        }
+      for (c = 0; c + kTapVectors * kLanes <= o.channels; c += kTapVectors * kLanes) {
+        DepthwiseFilterTaps<Acc, kTapVectors>(o, t, n, c);
       }
-      for (; ct + kLanes <= o.channels; ct += kLanes) {
-        if (n == 3) {
-          DepthwiseFilterTapVectors<Acc, 3, 1>(o, t, ct);
-        } else if (n == 2) {
-          DepthwiseFilterTapVectors<Acc, 2, 1>(o, t, ct);
-        } else {
-          DepthwiseFilterTapVectors<Acc, 1, 1>(o, t, ct);
-        }
-      }
-      c = ct;
-      t += n;
+      for (; c + kLanes <= o.channels; c += kLanes) DepthwiseFilterTaps<Acc, 1>(o, t, n, c);
     }
   }
   for (int64_t t = 0; t < o.taps; ++t) {
@@ -861,7 +857,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxPairs(const Bf16PairOperand
       ConfigureTiles(m, rest);
       for (int64_t line = 0; line < lines; ++line) AmxGroup(o, line, 0);
     }
-  } else if (paired < groups || (rest != 0 && paired > 0) || square_blocks < o.blocks) {
+  } else {
     ConfigureTiles(m, rest);
     for (int64_t i = 0; i < groups; ++i) {
       const int64_t line = group_line(i), first = group_first(i);
