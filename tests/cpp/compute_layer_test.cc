@@ -819,6 +819,33 @@ int main(int argc, char** argv) {
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
   std::printf("direct scatter: %d of 40 problems\n", scatter_direct);
+  // bfloat16 input gradients with stride_rows x stride_cols x input
+  // channels of 32 or fewer in one NHWC group, any kernel, dilation and
+  // padding (the phase grid under AMX where it pays against the scatter
+  // path): 60 problems (15 in the short runs), one in four on an image of
+  // several bands, half with out channels in whole chunks of 32. Under AMX
+  // at least a third must take the grid.
+  int phase_grid = 0;
+  const int grid_problems = problems >= 400 ? 60 : 15;
+  for (int accepted = 0; accepted < grid_problems;) {
+    const ct::ConvAttrs attrs = RandomValidAttrs(false);
+    const int64_t sh = attrs.strides[1], sw = attrs.strides[2];
+    const int64_t cg = Uniform(1, std::min<int64_t>(15, 32 / (sh * sw)));
+    const int64_t cog = Uniform(0, 1) == 0 ? 32 * Uniform(1, 2) : 2 * Uniform(1, 40);
+    const bool large = accepted % 4 == 0;
+    const std::array<int64_t, 3> image =
+        large ? std::array<int64_t, 3>{Uniform(1, 2), Uniform(20, 50), Uniform(20, 60)}
+              : std::array<int64_t, 3>{Uniform(1, 3), Uniform(1, 12), Uniform(1, 12)};
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, image, {Uniform(1, 5), Uniform(1, 5)}, 1, cg, cog, &p)) continue;
+    ++accepted;
+    phase_grid +=
+        ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen()).path ==
+        ct::cpu::Path::kPhaseGrid;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
+  std::printf("phase grid: %d of %d problems\n", phase_grid, grid_problems);
+  if (ct::cpu::IsaFacts::Chosen().amx) (3 * phase_grid >= grid_problems ? passed : failed)++;
   // float filter gradients with input channels in whole 16-lane blocks per
   // NHWC group (the in-place path where the rows are long enough and the
   // taps do not go in place), plain and with infinities and NaNs in

@@ -14,6 +14,9 @@
 // tile is wide enough, its pixels go instead in runs that the same taps
 // reach, and one call sums all of a run's taps before it stores anything
 // (plan.tap_runs); the depthwise path sums each pixel's taps the same way.
+// bfloat16 on AMX with few input channels takes each stride x stride group
+// of output pixels as one pixel of a dense convolution instead (plan.h's
+// PhaseGrid), its phases' channels the lanes.
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
 
 #include <algorithm>
@@ -782,6 +785,138 @@ void PhaseRows(const ConvProblem& p, const CpuInputPlan& plan, const float* pack
   }
 }
 
+// kPhaseGrid (plan.h's PhaseGrid). The filter as one B operand per tap
+// (a, b) of the grid: packed[(a * cols.taps + b) * blocks + j][u][c] is the
+// pair word of filter[kh][kw][ci][2u, 2u + 1] for lane 16 j + c =
+// (ry * stride_cols + rx) * cg + ci, where kh * dilation_rows = a *
+// stride_rows + ry and kw * dilation_cols = b * stride_cols + rx; zero where
+// a phase has no such tap and in the padded lanes.
+void PackPhaseGridFilter(const ConvProblem& p, const CpuInputPlan& plan,
+                         const Eigen::bfloat16* filter, uint32_t* packed) {
+  const cpu::PhaseGrid g = cpu::PhaseGrid::Of(p);
+  const int64_t cg = p.filter_in_depth, phases = p.stride_rows * p.stride_cols;
+  // The filter tap at offset a * stride + phase along one axis, or -1.
+  const auto tap = [](int64_t a, int64_t phase, int64_t stride, int64_t dilation, int64_t size) {
+    const int64_t offset = a * stride + phase;
+    return offset % dilation == 0 && offset / dilation < size ? offset / dilation : -1;
+  };
+  for (int64_t a = 0; a < g.rows.taps; ++a) {
+    for (int64_t b = 0; b < g.cols.taps; ++b) {
+      for (int64_t j = 0; j < plan.blocks; ++j) {
+        for (int64_t u = 0; u < p.out_depth / 2; ++u) {
+          for (int64_t c = 0; c < 16; ++c) {
+            const int64_t lane = 16 * j + c, phase = lane / cg, ci = lane % cg;
+            const int64_t kh = phase < phases ? tap(a, phase / p.stride_cols, p.stride_rows,
+                                                    p.dilation_rows, p.filter_rows)
+                                              : -1;
+            const int64_t kw =
+                tap(b, phase % p.stride_cols, p.stride_cols, p.dilation_cols, p.filter_cols);
+            *packed++ =
+                kh >= 0 && kw >= 0
+                    ? PairWord(filter + ((kh * p.filter_cols + kw) * cg + ci) * p.out_depth + 2 * u)
+                    : 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The phase grid's tasks [begin, end): task n * row_tiles + band is band
+// `band` (plan.tile_rows group rows, the last band maybe fewer) of image n.
+// Per band: out_backprop's rows copied into the zero-bordered panel, one pair
+// kernel call over every group of the band (each lane summed from zero over
+// the taps, AMX tile products), then each output row the band covers
+// gathered from its phase's lanes of the groups and narrowed into
+// in_backprop.
+void PhaseGridBands(const ConvProblem& p, const CpuInputPlan& plan, const uint32_t* packed,
+                    const Eigen::bfloat16* out_backprop, Eigen::bfloat16* in_backprop,
+                    cpu::Bf16PairKernel kernel, int64_t begin, int64_t end) {
+  using Bf16 = Eigen::bfloat16;
+  const cpu::PhaseGrid g = cpu::PhaseGrid::Of(p);
+  const int64_t cog = p.out_depth, cg = p.in_depth, width = g.width, lanes = g.lanes;
+  const int64_t taps = g.rows.taps * g.cols.taps;
+  std::vector<int64_t> offsets(static_cast<size_t>(2 * taps));
+  for (int64_t a = 0; a < g.rows.taps; ++a) {
+    for (int64_t b = 0; b < g.cols.taps; ++b) {
+      const int64_t t = a * g.cols.taps + b;
+      offsets[t] = -(a * width + b) * cog;
+      offsets[taps + t] = t * plan.blocks * 16 * (cog / 2);
+    }
+  }
+  std::vector<Bf16> panel(static_cast<size_t>((plan.tile_rows + g.rows.taps - 1) * width * cog));
+  // Slack past the last lanes and the last value: the pieces of 8 and 16
+  // below read and write that far.
+  std::vector<float> acc(static_cast<size_t>(plan.tile_rows * width * lanes + 16));
+  std::vector<float> line(static_cast<size_t>(p.in_cols * cg + 16));
+  cpu::Bf16PairOperands o;
+  o.pixel_stride = cog;
+  cpu::Bf16PairKernelCall::SetReduction(cog / 2, 2, &o);
+  o.w = packed;
+  o.w_block_stride = 16 * (cog / 2);
+  o.blocks = plan.blocks;
+  o.acc = acc.data();
+  o.acc_stride = lanes;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  o.taps = taps;
+  o.x_taps = offsets.data();
+  o.w_taps = offsets.data() + taps;
+  o.overwrite = true;
+  // Panel column c holds out_backprop column ow0 + c: those in [c_lo, c_hi) exist.
+  const int64_t ow0 = g.cols.first - (g.cols.taps - 1);
+  const int64_t c_lo = std::clamp<int64_t>(-ow0, 0, width);
+  const int64_t c_hi = std::clamp<int64_t>(p.out_cols - ow0, c_lo, width);
+  const int64_t piece = p.stride_cols * cg;  // a group's lanes of one phase row
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t n = task / plan.row_tiles,
+                  q0 = g.rows.first + task % plan.row_tiles * plan.tile_rows;
+    const int64_t rows = std::min(plan.tile_rows, g.rows.first + g.rows.count - q0);
+    const Bf16* image = out_backprop + n * p.out_rows * p.out_cols * cog;
+    for (int64_t i = 0; i < rows + g.rows.taps - 1; ++i) {
+      const int64_t oh = q0 - (g.rows.taps - 1) + i;
+      Bf16* dst = panel.data() + i * width * cog;
+      if (oh < 0 || oh >= p.out_rows) {
+        std::fill(dst, dst + width * cog, Bf16(0));
+        continue;
+      }
+      std::fill(dst, dst + c_lo * cog, Bf16(0));
+      const Bf16* src = image + (oh * p.out_cols + ow0 + c_lo) * cog;
+      std::copy(src, src + (c_hi - c_lo) * cog, dst + c_lo * cog);
+      std::fill(dst + c_hi * cog, dst + width * cog, Bf16(0));
+    }
+    o.x = panel.data() + ((g.rows.taps - 1) * width + g.cols.taps - 1) * cog;
+    o.rows = (rows - 1) * width + g.cols.count;
+    o.run = o.rows;
+    kernel(o);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t ry = 0; ry < p.stride_rows; ++ry) {
+        const int64_t h = (q0 + i) * p.stride_rows + ry - p.pad_top;
+        if (h < 0 || h >= p.in_rows) continue;
+        const float* src = acc.data() + i * width * lanes + ry * piece;
+        for (int64_t j = 0; j < g.cols.count; ++j, src += lanes) {
+          // Group j's pixels start at output column w0 (maybe negative).
+          const int64_t w0 = (g.cols.first + j) * p.stride_cols - p.pad_left;
+          if (w0 >= 0 && w0 + p.stride_cols <= p.in_cols && piece <= 16) {
+            // Past the piece, the next one (or the slack) is overwritten later.
+            if (piece <= 8) {
+              __builtin_memcpy(line.data() + w0 * cg, src, 8 * sizeof(float));
+            } else {
+              __builtin_memcpy(line.data() + w0 * cg, src, 16 * sizeof(float));
+            }
+            continue;
+          }
+          const int64_t lo = std::max<int64_t>(0, -w0) * cg;
+          const int64_t hi = std::min(piece, (p.in_cols - w0) * cg);
+          for (int64_t k = lo; k < hi; ++k) line[w0 * cg + k] = src[k];
+        }
+        cpu::NarrowRow(line.data(), p.in_cols * cg,
+                       in_backprop + (n * p.in_rows + h) * p.in_cols * cg);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -816,6 +951,17 @@ void Conv2DBackpropInputCpu(const ConvProblem& p, const T* filter, const T* out_
                    [&](int64_t begin, int64_t end) {
                      PhaseRows(p, plan, packed, out_backprop, in_backprop, kernel, begin, end);
                    });
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (plan.path == Path::kPhaseGrid) {
+      uint32_t* packed = static_cast<uint32_t*>(workspace);
+      PackPhaseGridFilter(p, plan, filter, packed);
+      const cpu::Bf16PairKernel kernel = cpu::SelectBf16PairKernel();
+      parallel_for(plan.num_tasks(p), plan.cost_per_task(p), [&](int64_t begin, int64_t end) {
+        PhaseGridBands(p, plan, packed, out_backprop, in_backprop, kernel, begin, end);
+      });
       return;
     }
   }

@@ -62,6 +62,9 @@ enum class Path {
   kPhaseRows,     // input gradient, float, kernel = m strides: groups of
                   // stride output pixels share their taps; out_backprop rows
                   // times the filter written straight into the output's rows
+  kPhaseGrid,     // input gradient, bfloat16 on AMX, stride^2 x input channels
+                  // <= 32: every stride phase of an output pixel group as the
+                  // lanes of one dense stride-1 convolution (PhaseGrid)
 };
 
 // Whether a layout constraint applies to the depthwise test below.
@@ -230,13 +233,74 @@ constexpr int64_t kMaxScatterColumns = 256;
 // of an AVX2 register), or 8 for 5-7 channels.
 constexpr int64_t kMaxFloatScatterChannels = 8;
 
+// kPhaseGrid: output pixels (h, w) come in groups of stride_rows x
+// stride_cols, the group (qy, qx) and phase (ry, rx) of a pixel being
+// h + pad_top = qy * stride_rows + ry (and the same across). A tap kh of the
+// filter lands at offset kh * dilation_rows = a * stride_rows + ry: on phase
+// ry of group qy from out_backprop row qy - a. So each group is one pixel of
+// a dense stride-1 convolution of out_backprop whose output channels are the
+// group's (ry, rx, ci) lanes and whose taps are the offsets (a, b), each
+// tap's filter holding filter[kh][kw] where a phase has one and zeros
+// elsewhere. Per axis:
+struct PhaseGridAxis {
+  int64_t taps;   // offsets a: (filter - 1) * dilation / stride + 1
+  int64_t first;  // the first group (output pixel 0's), pad / stride
+  int64_t count;  // groups from first to the last output pixel's
+};
+inline PhaseGridAxis PhaseGridAxisOf(int64_t filter, int64_t dilation, int64_t stride, int64_t pad,
+                                     int64_t size) {
+  return {(filter - 1) * dilation / stride + 1, pad / stride,
+          (size - 1 + pad) / stride - pad / stride + 1};
+}
+// The groups lie in a grid `width` = cols.count + cols.taps - 1 pixels wide,
+// out_backprop copied into a zero-bordered panel of that width with
+// rows.taps - 1 rows and cols.taps - 1 columns of border before each band
+// of groups: then tap (a, b) of the group at grid position f reads panel
+// pixel f - a * width - b, for every group of a band alike, and one AMX
+// call per band computes all of them (the border columns' groups are
+// computed too, and dropped).
+struct PhaseGrid {
+  PhaseGridAxis rows, cols;
+  int64_t width, lanes;  // lanes: the (ry, rx, ci) lanes in blocks of 16
+
+  static PhaseGrid Of(const ConvProblem& p) {
+    PhaseGrid g;
+    g.rows = PhaseGridAxisOf(p.filter_rows, p.dilation_rows, p.stride_rows, p.pad_top, p.in_rows);
+    g.cols = PhaseGridAxisOf(p.filter_cols, p.dilation_cols, p.stride_cols, p.pad_left, p.in_cols);
+    g.width = g.cols.count + g.cols.taps - 1;
+    g.lanes = (p.stride_rows * p.stride_cols * p.filter_in_depth + 15) / 16 * 16;
+    return g;
+  }
+};
+// Most (ry, rx, ci) lanes the grid takes: two AMX blocks.
+constexpr int64_t kMaxPhaseGridLanes = 32;
+
+// Whether the grid beats the scatter path (kScatterPairs) on a problem both
+// take. Per 16 out_backprop pixels the grid runs taps x blocks tile products
+// per chunk of 32 out channels, the scatter path one per block of its
+// (tap, ci) columns, and then adds every tap's values where they land, which
+// costs about one tile product per tap (compute_bench, bfloat16 on one
+// thread, AMX Xeon, scatter / grid ms: K5 s2 3 channels from 64 (DCGAN's)
+// 3.8 / 2.2, K4 s2 8 from 64 1.29 / 0.55, K5 s3 3 from 64 1.20 / 0.55, K3
+// s1 15 from 64 6.3 / 2.0, K4 s2 1 from 32 0.36 / 0.22; K3 s1 3 from 64
+// 1.27 / 1.83 and K3 s1 dilated 2 2 from 64 1.36 / 5.6 stay scattered).
+inline bool PhaseGridPays(const ConvProblem& p, int64_t scatter_columns) {
+  const PhaseGrid g = PhaseGrid::Of(p);
+  const int64_t chunks = (p.out_depth_per_group() + 31) / 32;
+  const int64_t grid = g.rows.taps * g.cols.taps * (g.lanes / 16) * chunks;
+  const int64_t scatter = (scatter_columns + 15) / 16 * chunks + p.filter_rows * p.filter_cols;
+  return grid <= scatter;
+}
+
 // The plan for Conv2DBackpropInput<T> on `p`. Empty tensors first, then
 // depthwise before the pair kernel (which never takes depthwise problems).
 // bfloat16 on AMX with fewer than 16 input channels (one group, NHWC) takes
-// the scatter path: a tile product per out_backprop row whose columns are
-// every tap's input channels, Z[dy pixel][tap, ci], then each value added
-// to the input pixel its tap lands on. Gathering per tap instead would pad
-// each pixel's few channels to a 16-lane tile row. Where every output pixel
+// the phase grid where a stride group's lanes fit two blocks and it pays
+// (PhaseGridPays), else the scatter path: a tile product per out_backprop
+// row whose columns are every tap's input channels, Z[dy pixel][tap, ci],
+// then each value added to the input pixel its tap lands on. Gathering per
+// tap instead would pad each pixel's few channels to a 16-lane tile row.
+// Where every output pixel
 // is one tap of one out_backprop pixel, it takes the scatter path with more
 // channels too (scatter_direct: Z is the output; ESPNet 256x512's 20
 // channels, compute_bench 8.9-10.5 -> 7.1-8.0 ms against 16-lane blocks).
@@ -256,8 +320,13 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
                             p.dilation_rows == 1 && p.dilation_cols == 1 && p.pad_top == 0 &&
                             p.pad_left == 0 && p.in_rows == p.out_rows * p.stride_rows &&
                             p.in_cols == p.out_cols * p.stride_cols;
-  const bool scatter = amx_pairs && p.groups == 1 && p.nhwc() && (cg < 16 || one_tap_each) &&
-                       scatter_columns <= kMaxScatterColumns;
+  const bool scatter_shape = amx_pairs && p.groups == 1 && p.nhwc() && (cg < 16 || one_tap_each) &&
+                             scatter_columns <= kMaxScatterColumns;
+  const bool phase_grid = amx_pairs && p.groups == 1 && p.nhwc() && cg < 16 && !one_tap_each &&
+                          p.stride_rows * p.stride_cols * cg <= kMaxPhaseGridLanes &&
+                          p.filter_rows > 0 && p.filter_cols > 0 &&
+                          (!scatter_shape || PhaseGridPays(p, scatter_columns));
+  const bool scatter = scatter_shape && !phase_grid;
   // Before the phase rows where their runs take 4-lane blocks (fewer than 8
   // lanes a run: DCGAN's K4 s2 64->3, compute_bench 4.6-8.5 -> 1.6-4.6 ms),
   // not where they take 8 (5 channels at stride 2: 1.2 -> 1.6 ms).
@@ -297,6 +366,22 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
     plan.path = Path::kZeros;
   } else if (IsDepthwise(p, DepthwiseLayout::kAnyLayout)) {
     plan.path = Path::kDepthwise;
+  } else if (phase_grid) {
+    // Tasks are bands of group rows of an image: a band's lanes in L2
+    // (kInputTileElements), and at least kMinInputTasks tasks where the
+    // groups allow.
+    const PhaseGrid g = PhaseGrid::Of(p);
+    plan.path = Path::kPhaseGrid;
+    plan.block = 16;
+    plan.blocks = g.lanes / 16;
+    plan.row_length = g.lanes;
+    plan.tile_cols = g.width;
+    plan.col_tiles = 1;
+    const int64_t bands = (kMinInputTasks + p.batch - 1) / p.batch;
+    plan.tile_rows = std::clamp<int64_t>(kInputTileElements / (g.width * g.lanes), 1,
+                                         (g.rows.count + bands - 1) / bands);
+    plan.row_tiles = (g.rows.count + plan.tile_rows - 1) / plan.tile_rows;
+    plan.workspace_bytes = CheckedProduct({4, g.rows.taps, g.cols.taps, plan.blocks, 16, cog / 2});
   } else if (scatter) {
     plan.path = Path::kScatterPairs;
     plan.scatter_direct = one_tap_each;
