@@ -950,20 +950,25 @@ int main(int argc, char** argv) {
   std::printf("shared packed out_backprop: %d of %d problems\n", shared_packed, drawn);
   (shared_packed >= 20 ? passed : failed)++;
   // float filter gradients of the taps-in-place shape, plain and with
-  // infinities and NaNs in out_backprop; each one with elements must take
-  // that path under the chosen instruction set.
-  int taps_in_place = 0, nonempty = 0;
+  // infinities and NaNs in out_backprop, and half ones (their rows widened);
+  // each one with elements must take that path under the chosen instruction
+  // set, in both types.
+  int taps_in_place = 0, half_taps_in_place = 0, nonempty = 0;
   for (int i = 0; i < 80; ++i) {
     ct::ConvProblem p;
     if (!TapsInPlaceProblem(&p)) continue;
     nonempty += p.input_elements() != 0 && p.out_backprop_elements() != 0;
-    taps_in_place +=
-        ct::cpu::PlanCpuBackpropFilter<float>(p, ct::cpu::IsaFacts::Chosen()).taps_in_place;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    taps_in_place += ct::cpu::PlanCpuBackpropFilter<float>(p, isa).taps_in_place;
+    half_taps_in_place += ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).taps_in_place;
     (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
     (RunNonFiniteFilter(p) ? passed : failed)++;
+    (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
   }
-  std::printf("taps-in-place path: %d of %d problems with elements\n", taps_in_place, nonempty);
-  (taps_in_place == nonempty && nonempty >= 40 ? passed : failed)++;
+  std::printf("taps-in-place path: %d (half: %d) of %d problems with elements\n", taps_in_place,
+              half_taps_in_place, nonempty);
+  (taps_in_place == nonempty && half_taps_in_place == nonempty && nonempty >= 40 ? passed
+                                                                                 : failed)++;
   // bfloat16 filter gradients of the all-taps shape with 32 or more (tap,
   // input channel) rows and 16 or more out channels: under AMX the pair
   // path with the panel laid out by row, whose wide rows are made 16 pairs

@@ -652,6 +652,8 @@ class BackpropFilterTask {
         AccumulateInPlace(row_begin, row_end, g, ci0, ci1, acc + ci0);
         return;
       }
+    }
+    if constexpr (std::is_same_v<Acc, float>) {
       if (plan_.taps_in_place) {
         AccumulateTapsInPlace(row_begin, row_end, acc, &s->x);
         return;
@@ -783,7 +785,12 @@ class BackpropFilterTask {
   // for the pixels before lo and one for those from hi, whose few runs are
   // copied into `edges` ([pixel][kh][kw][ci]) with zeros where a tap reads
   // padding (0 * dy: NaN where dy is not finite, as the definition has it).
-  // Each element's terms come in that order, row after row.
+  // Each element's terms come in that order, row after row. Half and
+  // bfloat16 read the out_backprop row and its input rows widened into
+  // scratch (each input row once per out_backprop row that reads it: a
+  // kernel of k rows at stride s widens it about k / s times; the all-taps
+  // panels had widened every value once per tap reading it, in calls of one
+  // filter row's run each).
   void AccumulateTapsInPlace(int64_t r0, int64_t r1, Acc* acc, std::vector<Acc>* edges) const {
     const int64_t cin = p_.in_depth, cog = p_.out_depth, run = p_.filter_cols * cin;
     const cpu::InsideColumns first = cpu::InsideColumnsFor(p_, 0);
@@ -803,7 +810,7 @@ class BackpropFilterTask {
     const int64_t whole = plan_.blocks * plan_.block;  // out channels in `block`s
     // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart, the
     // filter rows' `line` apart.
-    const auto reduce = [&](const T* dy, const Acc* x, int64_t stride, int64_t line, int64_t w0,
+    const auto reduce = [&](const Acc* dy, const Acc* x, int64_t stride, int64_t line, int64_t w0,
                             int64_t w1, Acc* rows_acc) {
       if (w1 <= w0) return;
       o.x = x;
@@ -815,10 +822,17 @@ class BackpropFilterTask {
       cpu::CallOverBlocks(tail_call, dy + w0 * cog + whole, rows_acc + whole, plan_.tail_blocks,
                           plan_.tail_block, &o);
     };
-    // The runs of pixels [w0, w1) of `lines` input rows from x into dst,
-    // zero where a tap reads padding.
-    const int64_t x_line = p_.dilation_rows * p_.in_cols * cin;  // input rows of kh, kh + 1
-    const auto copy_edge = [&](const T* x, int64_t lines, int64_t w0, int64_t w1, Acc* dst) {
+    // The runs of pixels [w0, w1) of `lines` input rows from x (x_line
+    // apart) into dst, zero where a tap reads padding.
+    constexpr bool kWiden = !std::is_same_v<T, Acc>;
+    // Input rows of kh, kh + 1: in place, or one after the other widened.
+    const int64_t x_line = (kWiden ? 1 : p_.dilation_rows) * p_.in_cols * cin;
+    std::vector<Acc> wide_x, wide_dy;
+    if constexpr (kWiden) {
+      wide_x.resize(static_cast<size_t>(p_.filter_rows * p_.in_cols * cin));
+      wide_dy.resize(static_cast<size_t>(p_.out_cols * cog));
+    }
+    const auto copy_edge = [&](const Acc* x, int64_t lines, int64_t w0, int64_t w1, Acc* dst) {
       for (int64_t ow = w0; ow < w1; ++ow) {
         for (int64_t line = 0; line < lines; ++line) {
           for (int64_t kw = 0; kw < p_.filter_cols; ++kw, dst += cin) {
@@ -847,18 +861,33 @@ class BackpropFilterTask {
       }
       if (k1 <= k0) continue;
       const int64_t lines = k1 - k0;
-      const T* x = input_ + ((n * p_.in_rows + cpu::InputRow(p_, oh, k0)) * p_.in_cols) * cin;
+      const T* row_x = input_ + ((n * p_.in_rows + cpu::InputRow(p_, oh, k0)) * p_.in_cols) * cin;
+      const Acc* x = nullptr;
+      const Acc* dy_row = nullptr;
+      if constexpr (kWiden) {
+        const int64_t width = p_.in_cols * cin;
+        for (int64_t line = 0; line < lines; ++line) {
+          cpu::ConvertRow(row_x + line * p_.dilation_rows * width, width,
+                          wide_x.data() + line * width);
+        }
+        cpu::ConvertRow(dy, p_.out_cols * cog, wide_dy.data());
+        x = wide_x.data();
+        dy_row = wide_dy.data();
+      } else {
+        x = row_x;
+        dy_row = dy;
+      }
       Acc* rows_acc = acc + k0 * tap_row;
       Acc* const right = edges->data() + lo * lines * run;
       o.rows = lines * run;
       copy_edge(x, lines, 0, lo, edges->data());
       copy_edge(x, lines, hi, p_.out_cols, right);
       if (hi > lo) {
-        reduce(dy, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
+        reduce(dy_row, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
                rows_acc);
       }
-      reduce(dy, edges->data(), lines * run, run, 0, lo, rows_acc);
-      reduce(dy, right, lines * run, run, hi, p_.out_cols, rows_acc);
+      reduce(dy_row, edges->data(), lines * run, run, 0, lo, rows_acc);
+      reduce(dy_row, right, lines * run, run, hi, p_.out_cols, rows_acc);
     }
   }
 

@@ -583,17 +583,18 @@ struct CpuFilterPlan {
   // Out_backprop rows per call under in_place: 1, or a group of rows read as
   // the call's taps (kMinGroupedCols).
   int64_t in_place_rows;
-  // float under all_taps with the group's out channels in whole blocks of
-  // `block` and then of tail_block (4 or 8; lanes == cog, tail_blocks of
-  // them): no panels either, the product not turned. A call's rows are the
-  // (kh, kw, ci) of the filter rows reading inside the input, each filter
-  // row's (kw, ci) one run of its input row read where it lies (the next
-  // out_backprop pixel's run stride_cols * in_depth on), its blocks
-  // out_backprop's channels, also read in place, its reduction the pixels of
-  // one out_backprop row whose taps all read inside the input row; the few
-  // pixels at either edge are copied, zero-padded, and take one call per
-  // side. Partial sums as under all_taps ([tap][ci][co], so a single slice is
-  // the output itself). Before in_place where both apply.
+  // float (and half or bfloat16 on the generic kernel, each out_backprop row and
+  // the input rows it reads widened first) under all_taps with the group's out
+  // channels in whole blocks of `block` and then of tail_block (4 or 8; lanes ==
+  // cog, tail_blocks of them): no panels either, the product not turned. A
+  // call's rows are the (kh, kw, ci) of the filter rows reading inside the
+  // input, each filter row's (kw, ci) one run of its input row read where it
+  // lies (the next out_backprop pixel's run stride_cols * in_depth on), its
+  // blocks out_backprop's channels, also read in place, its reduction the pixels
+  // of one out_backprop row whose taps all read inside the input row; the few
+  // pixels at either edge are copied, zero-padded, and take one call per side.
+  // Partial sums as under all_taps ([tap][ci][co], so a single slice is the
+  // output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
   // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
@@ -687,7 +688,11 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   const bool all_taps_shape = panels_shape && taps * cg <= kMaxAllTapsRows;
   const int64_t tail = cog % plan.block;
   plan.tail_block = tail % 8 == 0 ? 8 : tail % 4 == 0 ? 4 : 0;
-  plan.taps_in_place = std::is_same_v<T, float> && all_taps_shape && plan.tail_block != 0;
+  // (half and bfloat16 widen the rows a call reads first; not where
+  // bfloat16 takes the pair kernel.)
+  const bool pairs = std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16;
+  plan.taps_in_place =
+      std::is_same_v<Acc, float> && !pairs && all_taps_shape && plan.tail_block != 0;
   // Where both apply the taps in place win (ENet 128x128 16->16: 0.54-0.84
   // against 0.98-1.00 ms in compute_bench).
   plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
@@ -707,7 +712,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
           : std::clamp<int64_t>(kMaxAllTapsRows / (p.filter_cols * cg), 1, p.filter_rows);
   if (depthwise) {
     plan.path = Path::kDepthwise;
-  } else if (std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && plan.block == 16) {
+  } else if (pairs) {
     plan.path = Path::kBf16Pairs;
     plan.pairs_by_row = isa.amx && plan.all_taps;
     plan.co_rows = isa.amx && !plan.all_taps;
