@@ -849,18 +849,24 @@ int main(int argc, char** argv) {
   // float filter gradients with input channels in whole 16-lane blocks per
   // NHWC group (the in-place path where the rows are long enough and the
   // taps do not go in place), plain and with infinities and NaNs in
-  // out_backprop: 80 draws, and more until 20 of them took the in-place
-  // path (at most 400).
-  int in_place = 0, drawn = 0;
-  for (; drawn < 400 && (drawn < 80 || in_place < 20); ++drawn) {
+  // out_backprop, and the same problems in half and bfloat16 (in place,
+  // widened, where the input rows fit; bfloat16 only where it has no pair
+  // kernel): 80 draws, and more until 20 of them took the in-place path in
+  // float and 10 in half (at most 400).
+  int in_place = 0, half_in_place = 0, drawn = 0;
+  for (; drawn < 400 && (drawn < 80 || in_place < 20 || half_in_place < 10); ++drawn) {
     ct::ConvProblem p;
     if (!RandomProblem(&p, drawn % 3 == 2 ? 32 : 16)) continue;
-    in_place += ct::cpu::PlanCpuBackpropFilter<float>(p, ct::cpu::IsaFacts::Chosen()).in_place;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    in_place += ct::cpu::PlanCpuBackpropFilter<float>(p, isa).in_place;
+    half_in_place += ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).in_place;
     (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
     (RunNonFiniteFilter(p) ? passed : failed)++;
+    (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
   }
-  std::printf("in-place path: %d of %d problems\n", in_place, drawn);
-  (in_place >= 20 ? passed : failed)++;
+  std::printf("in-place path: %d of %d problems (half: %d)\n", in_place, drawn, half_in_place);
+  (in_place >= 20 && half_in_place >= 10 ? passed : failed)++;
   // Filter gradients with work enough for several slices of the reduction
   // (kMinSliceFlops each; the random problems above are mostly too small
   // for two): any layout, padding, stride, dilation and group count; float,

@@ -647,13 +647,11 @@ class BackpropFilterTask {
     const int64_t chunk_rows = plan_.ChunkRows(p_);
     const int64_t row_begin = plan_.SliceBegin(p_, slice),
                   row_end = plan_.SliceBegin(p_, slice + 1);
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<Acc, float>) {
       if (plan_.in_place) {
         AccumulateInPlace(row_begin, row_end, g, ci0, ci1, acc + ci0);
         return;
       }
-    }
-    if constexpr (std::is_same_v<Acc, float>) {
       if (plan_.taps_in_place) {
         AccumulateTapsInPlace(row_begin, row_end, acc, &s->x);
         return;
@@ -721,14 +719,30 @@ class BackpropFilterTask {
   // more such groups measured slower: the rows no longer fit in L1.) Each
   // element sums rows, then pixels, in order; padding only poisons (a group's
   // poisoned sums are NaN before its call, and stay NaN).
+  //
+  // Half and bfloat16 first widen the group's out_backprop rows (the
+  // group's cog channels, pixel after pixel) and every input row each of
+  // them reads (channels [ci0, ci1), [row][kh][column][ci]) into scratch,
+  // and read those instead.
   void AccumulateInPlace(int64_t r0, int64_t r1, int64_t g, int64_t ci0, int64_t ci1,
                          Acc* acc) const {
     const int64_t cog = p_.out_depth_per_group(), cg = p_.filter_in_depth;
     const int64_t taps = p_.filter_rows * p_.filter_cols;
+    constexpr bool kWiden = !std::is_same_v<T, Acc>;
+    const int64_t width = ci1 - ci0;
+    // Pixel strides of the out_backprop and input rows as read.
+    const int64_t dy_pixel = kWiden ? cog : p_.out_depth;
+    const int64_t x_pixel = kWiden ? width : p_.in_depth;
+    const int64_t dy_row = p_.out_cols * dy_pixel, x_row = p_.in_cols * x_pixel;
+    std::vector<Acc> wide_dy, wide_x;
+    if constexpr (kWiden) {
+      wide_dy.resize(static_cast<size_t>(plan_.in_place_rows * dy_row));
+      wide_x.resize(static_cast<size_t>(plan_.in_place_rows * p_.filter_rows * x_row));
+    }
     cpu::TapOperands<Acc> o;
     o.pixel_stride = 1;
-    cpu::GenericKernelCall<Acc>::SetReduction(0, p_.out_depth, &o);
-    o.w_step = p_.in_depth * p_.stride_cols;
+    cpu::GenericKernelCall<Acc>::SetReduction(0, dy_pixel, &o);
+    o.w_step = x_pixel * p_.stride_cols;
     o.w_block_stride = plan_.block;
     o.acc_stride = plan_.ci_lanes;
     o.rows = cog;
@@ -737,8 +751,26 @@ class BackpropFilterTask {
     o.acc_line_stride = 0;
     const cpu::GenericKernelCall<Acc> call{tap_kernel_};
     int64_t dy_offsets[cpu::kMaxInPlaceGroupRows], x_offsets[cpu::kMaxInPlaceGroupRows];
+    // Widens `count` values per pixel, `pixels` of them `stride` apart, into
+    // dst (one run where the pixels are adjacent).
+    const auto widen = [](const T* src, int64_t pixels, int64_t stride, int64_t count, Acc* dst) {
+      if (stride == count) return cpu::ConvertRow(src, pixels * count, dst);
+      for (int64_t i = 0; i < pixels; ++i)
+        cpu::ConvertRow(src + i * stride, count, dst + i * count);
+    };
     for (int64_t rg = r0; rg < r1; rg += plan_.in_place_rows) {
       const int64_t rg1 = std::min(r1, rg + plan_.in_place_rows);
+      for (int64_t r = rg; kWiden && r < rg1; ++r) {
+        const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
+        widen(out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog, p_.out_cols, p_.out_depth,
+              cog, wide_dy.data() + (r - rg) * dy_row);
+        for (int64_t kh = 0; kh < p_.filter_rows; ++kh) {
+          const int64_t h = cpu::InputRow(p_, oh, kh);
+          if (h < 0 || h >= p_.in_rows) continue;
+          widen(input_ + (n * p_.in_rows + h) * p_.in_cols * p_.in_depth + g * cg + ci0, p_.in_cols,
+                p_.in_depth, width, wide_x.data() + ((r - rg) * p_.filter_rows + kh) * x_row);
+        }
+      }
       for (int64_t tap = 0; tap < taps; ++tap) {
         const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
         const cpu::InsideColumns cols = cpu::InsideColumnsFor(p_, kw);
@@ -746,29 +778,35 @@ class BackpropFilterTask {
         const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, ci1 - ci0};
         // The group's rows whose tap reads an input row: the call's taps.
         int64_t count = 0;
-        const T *dy0 = nullptr, *x0 = nullptr;
+        const Acc *dy0 = nullptr, *x0 = nullptr;
         for (int64_t r = rg; r < rg1; ++r) {
           const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
-          const T* dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
+          const T* row_dy = out_backprop_ + r * p_.out_cols * p_.out_depth + g * cog;
           const int64_t h = cpu::InputRow(p_, oh, kh);
           if (h < 0 || h >= p_.in_rows) {
-            PoisonNonFinite(dy, 0, p_.out_cols, poisoned);
+            PoisonNonFinite(row_dy, 0, p_.out_cols, poisoned);
             continue;
           }
-          PoisonNonFinite(dy, 0, cols.lo, poisoned);
-          PoisonNonFinite(dy, cols.hi, p_.out_cols, poisoned);
+          PoisonNonFinite(row_dy, 0, cols.lo, poisoned);
+          PoisonNonFinite(row_dy, cols.hi, p_.out_cols, poisoned);
           if (cols.hi <= cols.lo) continue;
-          const T* x =
-              input_ +
-              ((n * p_.in_rows + h) * p_.in_cols + cpu::InputCol(p_, cols.lo, kw)) * p_.in_depth +
-              g * cg + ci0;
+          const Acc* dy = nullptr;
+          const Acc* x = nullptr;
+          if constexpr (kWiden) {
+            dy = wide_dy.data() + (r - rg) * dy_row;
+            x = wide_x.data() + ((r - rg) * p_.filter_rows + kh) * x_row;
+          } else {
+            dy = row_dy;
+            x = input_ + (n * p_.in_rows + h) * x_row + g * cg + ci0;
+          }
+          x += cpu::InputCol(p_, cols.lo, kw) * x_pixel;
           if (count == 0) dy0 = dy, x0 = x;
           dy_offsets[count] = dy - dy0;
           x_offsets[count] = x - x0;
           ++count;
         }
         if (count == 0) continue;
-        o.x = dy0 + cols.lo * p_.out_depth;
+        o.x = dy0 + cols.lo * dy_pixel;
         o.channels = cols.hi - cols.lo;
         o.taps = count;
         o.x_taps = count > 1 ? dy_offsets : nullptr;

@@ -485,6 +485,9 @@ constexpr int64_t kInPlaceGroupPixels = 48;
 // At most this many rows a group (the call's tap offsets live on the stack;
 // kInPlaceGroupPixels / kMinGroupedCols rounded up is 4).
 constexpr int64_t kMaxInPlaceGroupRows = 4;
+// Half and bfloat16 go in place only where the input rows an out_backprop
+// row reads take at most this much widened (see in_place).
+constexpr int64_t kMaxWidenedRowsBytes = int64_t{64} << 10;
 
 // Pixel pairs of a chunk of out_backprop under CpuFilterPlan::co_rows:
 // (pixels + 1) / 2, rounded up to whole chunks of 16 where that adds little
@@ -569,9 +572,10 @@ struct CpuFilterPlan {
   // 4.8 -> 2.9, dilation2 5.2 -> 4.1.
   bool flat;
   int64_t flat_rows, flat_cols;
-  // float, NHWC, input channels of a group in whole 16-lane blocks, rows of
-  // kMinInPlaceCols pixels or more (or narrower rows in groups, below), not
-  // taps_in_place: no panels at all.
+  // float (and half or bfloat16 on the generic kernel, their rows widened
+  // first: see AccumulateInPlace), NHWC, input channels of a group in whole
+  // 16-lane blocks, rows of kMinInPlaceCols pixels or more (or narrower rows
+  // in groups, below), not taps_in_place: no panels at all.
   // Turned around as under co_rows (acc[co][ci], the same partial-sum
   // layout; block, blocks and lanes then count input channels), the
   // micro-kernel broadcasts out_backprop and loads the input's channels as
@@ -695,11 +699,18 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
       std::is_same_v<Acc, float> && !pairs && all_taps_shape && plan.tail_block != 0;
   // Where both apply the taps in place win (ENet 128x128 16->16: 0.54-0.84
   // against 0.98-1.00 ms in compute_bench).
-  plan.in_place = std::is_same_v<T, float> && !depthwise && p.nhwc() && cg % 16 == 0 &&
-                  !plan.taps_in_place &&
+  // (Half and bfloat16 only on whole rows of kMinInPlaceCols or more, whose
+  // widened input rows take at most kMaxWidenedRowsBytes: compute_bench,
+  // float16, two threads, against their panels: groups4 56x56 0.63x the
+  // time, stride1 56x56 0.92x, dilation2 56x56 0.89x; U-Net 64x64, 256 KiB
+  // of rows, 1.06x; DCGAN 16x16 in groups of rows 1.25x on one thread.)
+  const bool widened_rows_fit =
+      std::is_same_v<T, float> || p.filter_rows * p.in_cols * cg * 4 <= kMaxWidenedRowsBytes;
+  plan.in_place = std::is_same_v<Acc, float> && !pairs && !depthwise && p.nhwc() && cg % 16 == 0 &&
+                  !plan.taps_in_place && widened_rows_fit &&
                   (p.out_cols >= kMinInPlaceCols ||
-                   (p.out_cols >= kMinGroupedCols && p.in_depth <= kMaxGroupedDepth &&
-                    p.out_depth <= kMaxGroupedDepth));
+                   (std::is_same_v<T, float> && p.out_cols >= kMinGroupedCols &&
+                    p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth));
   plan.in_place_rows =
       p.out_cols >= kMinInPlaceCols
           ? 1
@@ -770,9 +781,10 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
       plan.direct
           ? 0
           : CheckedProduct({static_cast<int64_t>(sizeof(Acc)), plan.slices, plan.slice_elements});
-  // (Only bfloat16 turns out_backprop: float's in_place plan sets co_rows
-  // for the layout of its sums and reads out_backprop where it lies.)
-  plan.shared_dy = std::is_same_v<T, Eigen::bfloat16> && plan.co_rows && plan.ci_chunks > 1;
+  // (Only the pair kernel turns out_backprop: the in_place plan sets
+  // co_rows for the layout of its sums and reads out_backprop where it lies,
+  // or widened.)
+  plan.shared_dy = plan.path == Path::kBf16Pairs && plan.co_rows && plan.ci_chunks > 1;
   int64_t shared = 0;
   if (plan.shared_dy) shared = CheckedProduct({4, p.groups, plan.lanes, plan.TurnedPairsTotal(p)});
   if (plan.path == Path::kGeneric && !plan.all_taps && !plan.in_place && !plan.taps_in_place &&
