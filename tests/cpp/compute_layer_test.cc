@@ -845,6 +845,29 @@ int main(int argc, char** argv) {
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
   std::printf("phase grid: %d of %d problems\n", phase_grid, grid_problems);
+  // A 7x7 filter over 6 channels (more (tap, channel) columns than the
+  // scatter path takes) dilated 200 times at stride 2: the grid's 601
+  // offsets a side (four of them used per phase) must not be taken, nor the
+  // workspace grow with them (1.4 GB of packed filter).
+  {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    attrs.strides = {1, 2, 2, 1};
+    attrs.dilations = {1, 200, 200, 1};
+    attrs.padding = ct::Padding::kSame;
+    ct::ConvProblem p;
+    if (!ct::ComputeConvProblem("test", attrs, {1, 8, 8, 6}, {7, 7, 6, 64}, {1, 4, 4, 64}, &p)
+             .ok()) {
+      std::printf("dilated grid problem rejected\n");
+      return 1;
+    }
+    const ct::cpu::CpuInputPlan plan =
+        ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen());
+    const bool sparse_ok =
+        plan.path != ct::cpu::Path::kPhaseGrid && plan.workspace_bytes < (1 << 20);
+    if (!sparse_ok) std::printf("FAIL: dilated 200: the phase grid or a large workspace\n");
+    (sparse_ok && RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+  }
   if (ct::cpu::IsaFacts::Chosen().amx) (3 * phase_grid >= grid_problems ? passed : failed)++;
   // float filter gradients with input channels in whole 16-lane blocks per
   // NHWC group (the in-place path where the rows are long enough and the

@@ -275,6 +275,21 @@ struct PhaseGrid {
 // Most (ry, rx, ci) lanes the grid takes: two AMX blocks.
 constexpr int64_t kMaxPhaseGridLanes = 32;
 
+// Whether the grid's offsets are at most twice the undilated filter's along
+// each side (filter / stride, rounded up). Dilation spreads the taps over
+// more offsets, most of them empty for every phase, and each costs a tile
+// product per group and a row or column of the panel's border: a 3-tap side
+// dilated 1000 times at stride 1 would take 2001 offsets, a panel 2000 rows
+// taller than its band, and a packed filter of millions of zero words.
+inline bool PhaseGridDense(const ConvProblem& p) {
+  const PhaseGrid g = PhaseGrid::Of(p);
+  const auto dense = [](int64_t offsets, int64_t filter, int64_t stride) {
+    return offsets <= 2 * ((filter + stride - 1) / stride);
+  };
+  return dense(g.rows.taps, p.filter_rows, p.stride_rows) &&
+         dense(g.cols.taps, p.filter_cols, p.stride_cols);
+}
+
 // Whether the grid beats the scatter path (kScatterPairs) on a problem both
 // take. Per 16 out_backprop pixels the grid runs taps x blocks tile products
 // per chunk of 32 out channels, the scatter path one per block of its
@@ -324,7 +339,7 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
                              scatter_columns <= kMaxScatterColumns;
   const bool phase_grid = amx_pairs && p.groups == 1 && p.nhwc() && cg < 16 && !one_tap_each &&
                           p.stride_rows * p.stride_cols * cg <= kMaxPhaseGridLanes &&
-                          p.filter_rows > 0 && p.filter_cols > 0 &&
+                          p.filter_rows > 0 && p.filter_cols > 0 && PhaseGridDense(p) &&
                           (!scatter_shape || PhaseGridPays(p, scatter_columns));
   const bool scatter = scatter_shape && !phase_grid;
   // Before the phase rows where their runs take 4-lane blocks (fewer than 8
