@@ -165,6 +165,47 @@ bool RunNonFiniteInputBf16(const ct::ConvProblem& p) {
   return true;
 }
 
+// The bfloat16 input gradient with a few infinities and NaNs in
+// out_backprop (or, with `in_filter`, in the filter): the result must be NaN,
+// +inf, -inf or finite (and then near the sum) exactly where the definition
+// says. The phase grid forms products the definition does not (its zeros
+// times these values) and must not let them show.
+bool RunNonFiniteInputGradBf16(const ct::ConvProblem& p, bool in_filter) {
+  std::vector<double> w64, dy64;
+  std::vector<Eigen::bfloat16> w = RandomValues<Eigen::bfloat16>(p.filter_elements(), &w64);
+  std::vector<Eigen::bfloat16> dy = RandomValues<Eigen::bfloat16>(p.out_backprop_elements(), &dy64);
+  std::vector<Eigen::bfloat16>& target = in_filter ? w : dy;
+  std::vector<double>& target64 = in_filter ? w64 : dy64;
+  const double specials[] = {std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < 2 && !target.empty(); ++i) {
+    const int64_t at = Uniform(0, static_cast<int64_t>(target.size()) - 1);
+    target64[at] = specials[Uniform(0, 2)];
+    target[at] = static_cast<Eigen::bfloat16>(static_cast<float>(target64[at]));
+  }
+  Workspace workspace(ct::Conv2DBackpropInputCpuWorkspaceBytes<Eigen::bfloat16>(p));
+  std::vector<Eigen::bfloat16> got(p.input_elements(), Eigen::bfloat16(12345.0f));
+  ct::Conv2DBackpropInputCpu<Eigen::bfloat16>(p, w.data(), dy.data(), got.data(), workspace.data(),
+                                              ScrambledFor);
+  std::vector<double> want(got.size(), 0.0);
+  ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { want[xi] += w64[f] * dy64[d]; });
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = static_cast<float>(got[i]);
+    const bool same =
+        std::isnan(want[i]) ? std::isnan(g)
+        : std::isinf(want[i])
+            ? g == want[i]
+            : std::isfinite(g) && std::abs(g - want[i]) <= 1e-2 * (1 + std::abs(want[i]));
+    if (!same) {
+      std::printf("non-finite %s MISMATCH at %zu: got %g expected %g\n",
+                  in_filter ? "filter" : "out_backprop", i, g, want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
 // The float filter gradient with a few infinities and NaNs in out_backprop
 // (NHWC): the result must be NaN, +inf, -inf or finite exactly where the
 // definition says, the input zero-padded (0 * inf is NaN where a tap reads
@@ -823,8 +864,9 @@ int main(int argc, char** argv) {
   // channels of 32 or fewer in one NHWC group, any kernel, dilation and
   // padding (the phase grid under AMX where it pays against the scatter
   // path): 60 problems (15 in the short runs), one in four on an image of
-  // several bands, half with out channels in whole chunks of 32. Under AMX
-  // at least a third must take the grid.
+  // several bands, half with out channels in whole chunks of 32, each also
+  // with infinities and NaNs in out_backprop or the filter. Under AMX at
+  // least a third must take the grid.
   int phase_grid = 0;
   const int grid_problems = problems >= 400 ? 60 : 15;
   for (int accepted = 0; accepted < grid_problems;) {
@@ -843,6 +885,7 @@ int main(int argc, char** argv) {
         ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen()).path ==
         ct::cpu::Path::kPhaseGrid;
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
+    (RunNonFiniteInputGradBf16(p, accepted % 2 == 0) ? passed : failed)++;
   }
   std::printf("phase grid: %d of %d problems\n", phase_grid, grid_problems);
   // A 7x7 filter over 6 channels (more (tap, channel) columns than the

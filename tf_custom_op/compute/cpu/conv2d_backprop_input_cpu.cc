@@ -822,16 +822,69 @@ void PackPhaseGridFilter(const ConvProblem& p, const CpuInputPlan& plan,
   }
 }
 
+// Whether n floats are all finite (no infinity or NaN: exponent bits not
+// all ones), in one pass the compiler vectorises.
+bool AllFiniteFloats(const float* v, int64_t n) {
+  uint32_t special = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, v + i, sizeof(bits));
+    special |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return special == 0;
+}
+
+// Output row h of image n by the definition, one value at a time in float
+// (taps in order, then out channels), into `line` and narrowed into
+// in_backprop: the phase grid's fallback where its sums are not all finite.
+// There an infinity or NaN met one of the grid's zeros, a tap a phase does
+// not have or the panel's border, and 0 * inf = NaN may stand where the
+// definition, which has no such product, gives a number.
+void ExactOutputRow(const ConvProblem& p, int64_t n, int64_t h, const Eigen::bfloat16* filter,
+                    const Eigen::bfloat16* out_backprop, float* line,
+                    Eigen::bfloat16* in_backprop) {
+  const int64_t cg = p.in_depth, cog = p.out_depth;
+  // The out_backprop index a tap reads along one axis, or -1 where it reads none.
+  const auto source = [](int64_t at, int64_t pad, int64_t k, int64_t dilation, int64_t stride,
+                         int64_t size) {
+    const int64_t t = at + pad - k * dilation;
+    return t < 0 || t % stride != 0 || t / stride >= size ? int64_t{-1} : t / stride;
+  };
+  for (int64_t w = 0; w < p.in_cols; ++w) {
+    for (int64_t ci = 0; ci < cg; ++ci) {
+      float sum = 0.0f;
+      for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+        const int64_t oh = source(h, p.pad_top, kh, p.dilation_rows, p.stride_rows, p.out_rows);
+        if (oh < 0) continue;
+        for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+          const int64_t ow = source(w, p.pad_left, kw, p.dilation_cols, p.stride_cols, p.out_cols);
+          if (ow < 0) continue;
+          const Eigen::bfloat16* d = out_backprop + ((n * p.out_rows + oh) * p.out_cols + ow) * cog;
+          const Eigen::bfloat16* f = filter + ((kh * p.filter_cols + kw) * cg + ci) * cog;
+          for (int64_t co = 0; co < cog; ++co) {
+            sum += static_cast<float>(d[co]) * static_cast<float>(f[co]);
+          }
+        }
+      }
+      line[w * cg + ci] = sum;
+    }
+  }
+  cpu::NarrowRow(line, p.in_cols * cg, in_backprop + (n * p.in_rows + h) * p.in_cols * cg);
+}
+
 // The phase grid's tasks [begin, end): task n * row_tiles + band is band
 // `band` (plan.tile_rows group rows, the last band maybe fewer) of image n.
 // Per band: out_backprop's rows copied into the zero-bordered panel, one pair
 // kernel call over every group of the band (each lane summed from zero over
 // the taps, AMX tile products), then each output row the band covers
 // gathered from its phase's lanes of the groups and narrowed into
-// in_backprop.
+// in_backprop. A band whose sums are not all finite is written again by the
+// definition (ExactOutputRow): it keeps the grid's speed for finite data
+// and the definition's infinities and NaNs for the rest.
 void PhaseGridBands(const ConvProblem& p, const CpuInputPlan& plan, const uint32_t* packed,
-                    const Eigen::bfloat16* out_backprop, Eigen::bfloat16* in_backprop,
-                    cpu::Bf16PairKernel kernel, int64_t begin, int64_t end) {
+                    const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
+                    Eigen::bfloat16* in_backprop, cpu::Bf16PairKernel kernel, int64_t begin,
+                    int64_t end) {
   using Bf16 = Eigen::bfloat16;
   const cpu::PhaseGrid g = cpu::PhaseGrid::Of(p);
   const int64_t cog = p.out_depth, cg = p.in_depth, width = g.width, lanes = g.lanes;
@@ -889,8 +942,9 @@ void PhaseGridBands(const ConvProblem& p, const CpuInputPlan& plan, const uint32
     o.rows = (rows - 1) * width + g.cols.count;
     o.run = o.rows;
     kernel(o);
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t ry = 0; ry < p.stride_rows; ++ry) {
+    bool finite = true;
+    for (int64_t i = 0; i < rows && finite; ++i) {
+      for (int64_t ry = 0; ry < p.stride_rows && finite; ++ry) {
         const int64_t h = (q0 + i) * p.stride_rows + ry - p.pad_top;
         if (h < 0 || h >= p.in_rows) continue;
         const float* src = acc.data() + i * width * lanes + ry * piece;
@@ -910,8 +964,18 @@ void PhaseGridBands(const ConvProblem& p, const CpuInputPlan& plan, const uint32
           const int64_t hi = std::min(piece, (p.in_cols - w0) * cg);
           for (int64_t k = lo; k < hi; ++k) line[w0 * cg + k] = src[k];
         }
-        cpu::NarrowRow(line.data(), p.in_cols * cg,
-                       in_backprop + (n * p.in_rows + h) * p.in_cols * cg);
+        finite = AllFiniteFloats(line.data(), p.in_cols * cg);
+        if (finite) {
+          cpu::NarrowRow(line.data(), p.in_cols * cg,
+                         in_backprop + (n * p.in_rows + h) * p.in_cols * cg);
+        }
+      }
+    }
+    for (int64_t i = 0; i < rows && !finite; ++i) {
+      for (int64_t ry = 0; ry < p.stride_rows; ++ry) {
+        const int64_t h = (q0 + i) * p.stride_rows + ry - p.pad_top;
+        if (h < 0 || h >= p.in_rows) continue;
+        ExactOutputRow(p, n, h, filter, out_backprop, line.data(), in_backprop);
       }
     }
   }
@@ -960,7 +1024,7 @@ void Conv2DBackpropInputCpu(const ConvProblem& p, const T* filter, const T* out_
       PackPhaseGridFilter(p, plan, filter, packed);
       const cpu::Bf16PairKernel kernel = cpu::SelectBf16PairKernel();
       parallel_for(plan.num_tasks(p), plan.cost_per_task(p), [&](int64_t begin, int64_t end) {
-        PhaseGridBands(p, plan, packed, out_backprop, in_backprop, kernel, begin, end);
+        PhaseGridBands(p, plan, packed, filter, out_backprop, in_backprop, kernel, begin, end);
       });
       return;
     }
