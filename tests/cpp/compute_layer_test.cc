@@ -121,6 +121,26 @@ bool RunBackpropFilter(const ct::ConvProblem& p, double tolerance) {
   return Compare(dfilter, expected, tolerance, "backprop filter");
 }
 
+// Whether each bfloat16 result is NaN, +inf, -inf or finite exactly where
+// `want` is, and a finite one within 1e-2 of it relative (the first
+// mismatch printed, `what` naming where the specials went).
+bool MatchesClasses(const std::vector<Eigen::bfloat16>& got, const std::vector<double>& want,
+                    const char* what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = static_cast<float>(got[i]);
+    const bool same =
+        std::isnan(want[i]) ? std::isnan(g)
+        : std::isinf(want[i])
+            ? g == want[i]
+            : std::isfinite(g) && std::abs(g - want[i]) <= 1e-2 * (1 + std::abs(want[i]));
+    if (!same) {
+      std::printf("non-finite %s MISMATCH at %zu: got %g expected %g\n", what, i, g, want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
 // The bfloat16 filter gradient (NHWC) with infinities and a NaN in the
 // input, on its edges among others (where some taps never read them): each
 // result NaN, the same infinity, or finite and close, exactly as the float64
@@ -150,19 +170,7 @@ bool RunNonFiniteInputBf16(const ct::ConvProblem& p) {
                                                ScrambledFor);
   std::vector<double> want(got.size(), 0.0);
   ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { want[f] += x64[xi] * dy64[d]; });
-  for (size_t f = 0; f < got.size(); ++f) {
-    const double g = static_cast<float>(got[f]);
-    const bool same =
-        std::isnan(want[f]) ? std::isnan(g)
-        : std::isinf(want[f])
-            ? g == want[f]
-            : std::isfinite(g) && std::abs(g - want[f]) <= 1e-2 * (1 + std::abs(want[f]));
-    if (!same) {
-      std::printf("non-finite input MISMATCH at %zu: got %g expected %g\n", f, g, want[f]);
-      return false;
-    }
-  }
-  return true;
+  return MatchesClasses(got, want, "input");
 }
 
 // The bfloat16 input gradient with a few infinities and NaNs in
@@ -190,20 +198,7 @@ bool RunNonFiniteInputGradBf16(const ct::ConvProblem& p, bool in_filter) {
                                               ScrambledFor);
   std::vector<double> want(got.size(), 0.0);
   ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { want[xi] += w64[f] * dy64[d]; });
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = static_cast<float>(got[i]);
-    const bool same =
-        std::isnan(want[i]) ? std::isnan(g)
-        : std::isinf(want[i])
-            ? g == want[i]
-            : std::isfinite(g) && std::abs(g - want[i]) <= 1e-2 * (1 + std::abs(want[i]));
-    if (!same) {
-      std::printf("non-finite %s MISMATCH at %zu: got %g expected %g\n",
-                  in_filter ? "filter" : "out_backprop", i, g, want[i]);
-      return false;
-    }
-  }
-  return true;
+  return MatchesClasses(got, want, in_filter ? "filter" : "out_backprop");
 }
 
 // The float filter gradient with a few infinities and NaNs in out_backprop

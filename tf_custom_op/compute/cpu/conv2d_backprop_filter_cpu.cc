@@ -38,6 +38,7 @@ namespace conv2d_transpose {
 namespace {
 
 using cpu::Accumulator;
+using cpu::AllFinite;
 using cpu::CpuFilterPlan;
 using cpu::Path;
 using cpu::TurnedPairs;
@@ -46,30 +47,6 @@ using cpu::TurnedPairs;
 // Operand gathers for one chunk of out_backprop rows (rows count batch x
 // out_rows: row r is image r / out_rows, row r % out_rows), into panels of D:
 // the accumulation type, or T itself for the pair kernel.
-
-// Whether src[0, n) holds no infinity or NaN. For float and double the test
-// is on the exponent bits, a loop the compiler vectorises (the gradients scan
-// out_backprop rows with it wherever a tap reads padding).
-template <typename T>
-bool AllFinite(const T* src, int64_t n) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
-    constexpr Bits kExponent =
-        static_cast<Bits>(std::is_same_v<T, float> ? 0x7f800000u : 0x7ff0000000000000u);
-    Bits bad = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      Bits bits;
-      __builtin_memcpy(&bits, src + i, sizeof(bits));
-      bad |= (bits & kExponent) == kExponent;
-    }
-    return bad == 0;
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      if (!std::isfinite(static_cast<float>(src[i]))) return false;
-    }
-    return true;
-  }
-}
 
 // dst[i] = src[i] as D, i < n. Short copies without conversion go in
 // pieces of 8 values: the few values a gather moves at a time would each be

@@ -822,18 +822,6 @@ void PackPhaseGridFilter(const ConvProblem& p, const CpuInputPlan& plan,
   }
 }
 
-// Whether n floats are all finite (no infinity or NaN: exponent bits not
-// all ones), in one pass the compiler vectorises.
-bool AllFiniteFloats(const float* v, int64_t n) {
-  uint32_t special = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    __builtin_memcpy(&bits, v + i, sizeof(bits));
-    special |= (bits & 0x7f800000u) == 0x7f800000u;
-  }
-  return special == 0;
-}
-
 // Output row h of image n by the definition, one value at a time in float
 // (taps in order, then out channels), into `line` and narrowed into
 // in_backprop: the phase grid's fallback where its sums are not all finite.
@@ -844,21 +832,18 @@ void ExactOutputRow(const ConvProblem& p, int64_t n, int64_t h, const Eigen::bfl
                     const Eigen::bfloat16* out_backprop, float* line,
                     Eigen::bfloat16* in_backprop) {
   const int64_t cg = p.in_depth, cog = p.out_depth;
-  // The out_backprop index a tap reads along one axis, or -1 where it reads none.
-  const auto source = [](int64_t at, int64_t pad, int64_t k, int64_t dilation, int64_t stride,
-                         int64_t size) {
-    const int64_t t = at + pad - k * dilation;
-    return t < 0 || t % stride != 0 || t / stride >= size ? int64_t{-1} : t / stride;
-  };
+  std::vector<int64_t> rows;  // (kh, oh) pairs
+  cpu::TapRowsOf(p, h, &rows);
   for (int64_t w = 0; w < p.in_cols; ++w) {
     for (int64_t ci = 0; ci < cg; ++ci) {
       float sum = 0.0f;
-      for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
-        const int64_t oh = source(h, p.pad_top, kh, p.dilation_rows, p.stride_rows, p.out_rows);
-        if (oh < 0) continue;
+      for (size_t r = 0; r < rows.size(); r += 2) {
+        const int64_t kh = rows[r], oh = rows[r + 1];
         for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
-          const int64_t ow = source(w, p.pad_left, kw, p.dilation_cols, p.stride_cols, p.out_cols);
-          if (ow < 0) continue;
+          // The out_backprop column tap kw reads for w, if any.
+          const int64_t at = w + p.pad_left - kw * p.dilation_cols;
+          const int64_t ow = cpu::FloorDiv(at, p.stride_cols);
+          if (ow * p.stride_cols != at || ow < 0 || ow >= p.out_cols) continue;
           const Eigen::bfloat16* d = out_backprop + ((n * p.out_rows + oh) * p.out_cols + ow) * cog;
           const Eigen::bfloat16* f = filter + ((kh * p.filter_cols + kw) * cg + ci) * cog;
           for (int64_t co = 0; co < cog; ++co) {
@@ -964,7 +949,7 @@ void PhaseGridBands(const ConvProblem& p, const CpuInputPlan& plan, const uint32
           const int64_t hi = std::min(piece, (p.in_cols - w0) * cg);
           for (int64_t k = lo; k < hi; ++k) line[w0 * cg + k] = src[k];
         }
-        finite = AllFiniteFloats(line.data(), p.in_cols * cg);
+        finite = cpu::AllFinite(line.data(), p.in_cols * cg);
         if (finite) {
           cpu::NarrowRow(line.data(), p.in_cols * cg,
                          in_backprop + (n * p.in_rows + h) * p.in_cols * cg);

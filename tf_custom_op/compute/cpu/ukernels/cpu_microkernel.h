@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>  // Eigen::half and Eigen::bfloat16 (TensorFlow's types)
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -198,6 +199,31 @@ inline void ConvertRow(const T* src, int64_t n, Acc* dst) {
     widen(src, n, dst);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
+  }
+}
+
+// Whether src[0, n) holds no infinity or NaN. For float and double the test
+// is on the exponent bits, a loop the compiler vectorises (the filter
+// gradient scans out_backprop rows with it wherever a tap reads padding, the
+// input gradient's phase grid its output rows).
+template <typename T>
+inline bool AllFinite(const T* src, int64_t n) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
+    constexpr Bits kExponent =
+        static_cast<Bits>(std::is_same_v<T, float> ? 0x7f800000u : 0x7ff0000000000000u);
+    Bits bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      Bits bits;
+      __builtin_memcpy(&bits, src + i, sizeof(bits));
+      bad |= (bits & kExponent) == kExponent;
+    }
+    return bad == 0;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(static_cast<float>(src[i]))) return false;
+    }
+    return true;
   }
 }
 
