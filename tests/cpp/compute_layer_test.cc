@@ -69,9 +69,11 @@ std::vector<T> RandomValues(int64_t count, std::vector<double>* exact) {
   return values;
 }
 
-// Scratch memory as the OpKernel hands it: exactly sized, 64-byte aligned.
+// Scratch memory as the OpKernel hands it: exactly sized, 64-byte aligned,
+// not zeroed (here 0x7f bytes, floats of about 3.4e38, so that a partial sum
+// never cleared or overwritten shows).
 struct Workspace {
-  explicit Workspace(int64_t bytes) : storage(bytes + 64) {}
+  explicit Workspace(int64_t bytes) : storage(bytes + 64, char{0x7f}) {}
   void* data() {
     return storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
   }
@@ -1016,6 +1018,42 @@ int main(int argc, char** argv) {
   }
   std::printf("shared packed out_backprop: %d of %d problems\n", shared_packed, drawn);
   (shared_packed >= 20 ? passed : failed)++;
+  // Filter gradients with input channels in whole 16-lane blocks on rows too
+  // narrow for the in-place path: on AVX2 the turned panels (out_backprop
+  // turned per chunk, [co][pixel], the tap's input in 16-channel blocks),
+  // padding, dilation, groups and several input-channel chunks among them
+  // (out_backprop then packed once into the workspace), in float, half and
+  // bfloat16 (widened), float also with infinities and NaNs in
+  // out_backprop; no other instruction set takes them.
+  int turned = 0, turned_shared = 0, turned_half = 0;
+  for (int i = 0; i < 24; ++i) {
+    ct::ConvProblem p;
+    const int64_t groups = i % 3 == 0 ? 1 : Uniform(1, 2);
+    const int64_t cg = 16 * (i % 3 == 0 ? Uniform(4, 5) : Uniform(2, 3));
+    ct::ConvAttrs attrs = RandomValidAttrs(false);
+    if (!ProblemFor(attrs, {Uniform(1, 3), Uniform(1, 12), Uniform(1, 12)},
+                    {Uniform(1, 4), Uniform(1, 4)}, groups, cg, Uniform(1, 40), &p)) {
+      continue;
+    }
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuFilterPlan plan = ct::cpu::PlanCpuBackpropFilter<float>(p, isa);
+    turned += plan.turned_panels;
+    turned_shared += plan.turned_panels && plan.shared_packed;
+    turned_half += plan.turned_panels &&
+                   ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).turned_panels &&
+                   ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa).turned_panels;
+    (RunOne<float>(p, 1e-6, true) ? passed : failed)++;
+    (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
+    (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
+    (RunNonFiniteFilter(p) ? passed : failed)++;
+    (RunNonFiniteFilter(p, true) ? passed : failed)++;
+  }
+  std::printf("turned panels: %d problems (%d shared, half and bfloat16 %d)\n", turned,
+              turned_shared, turned_half);
+  const bool turned_ok = ct::cpu::IsaFacts::Chosen().avx2
+                             ? turned >= 12 && turned_shared >= 3 && turned_half == turned
+                             : turned == 0;
+  (turned_ok ? passed : failed)++;
   // float filter gradients of the taps-in-place shape, plain and with
   // infinities and NaNs in out_backprop, and half ones (their rows widened);
   // each one with elements must take that path under the chosen instruction
@@ -1081,7 +1119,7 @@ int main(int argc, char** argv) {
     nhwc.data_format = ct::DataFormat::kNHWC;
     const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
     const ct::cpu::CpuFilterPlan plan = ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(nhwc, isa);
-    shared_wanted += plan.co_rows && plan.ci_chunks > 1;
+    shared_wanted += plan.path == ct::cpu::Path::kBf16Pairs && plan.co_rows && plan.ci_chunks > 1;
     shared += plan.shared_dy;
     shared_groups += plan.shared_dy && groups == 2;
     (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;
@@ -1113,7 +1151,8 @@ int main(int argc, char** argv) {
     const int64_t extra_rows = (p.filter_rows - 1) * p.dilation_rows;
     const int64_t extra_cols = (p.filter_cols - 1) * p.dilation_cols;
     const int64_t rows = p.out_rows + extra_rows, cols = (p.out_cols + extra_cols + 1) / 2 * 2;
-    flat_wanted += plan.co_rows && extra_rows <= p.out_rows / 4 && extra_cols <= p.out_cols / 4 &&
+    flat_wanted += plan.path == ct::cpu::Path::kBf16Pairs && plan.co_rows &&
+                   extra_rows <= p.out_rows / 4 && extra_cols <= p.out_cols / 4 &&
                    5 * rows * cols <= 6 * p.out_rows * p.out_cols;
     flat += plan.flat;
     (RunOne<Eigen::bfloat16>(p, 1e-2, true) ? passed : failed)++;

@@ -67,7 +67,8 @@ inline void GatherRow(const T* src, int64_t n, D* dst) {
 }
 
 // packed[b][pixel][lane] = out_backprop[pixel of rows [r0, r1)][g*cog +
-// b*block + lane], zero past the group's channels.
+// b*block + lane], zero past the group's channels; under plan.turned_panels
+// (NHWC) packed[co][pixel] = out_backprop[pixel][g*cog + co].
 template <typename T, typename D>
 void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* out_backprop,
                      int64_t r0, int64_t r1, int64_t g, D* packed) {
@@ -75,6 +76,32 @@ void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* o
   const int64_t plane = p.out_rows * p.out_cols;
   const int64_t pixels = (r1 - r0) * p.out_cols;
   const int64_t block = plan.block;
+  if (plan.turned_panels) {
+    // Eight pixels at a time: their channels are read from a few KiB that
+    // stay in L1 (half and bfloat16 widened first, a pixel's channels in one
+    // run), and each channel's row gets eight values side by side.
+    const T* src = out_backprop + r0 * p.out_cols * p.out_depth + g * cog;
+    std::vector<D> wide(std::is_same_v<T, D> ? 0 : static_cast<size_t>(8 * cog));
+    for (int64_t i0 = 0; i0 < pixels; i0 += 8) {
+      const int64_t n = std::min<int64_t>(8, pixels - i0);
+      const D* rows = nullptr;
+      int64_t stride = p.out_depth;
+      if constexpr (std::is_same_v<T, D>) {
+        rows = src + i0 * p.out_depth;
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          cpu::ConvertRow(src + (i0 + i) * p.out_depth, cog, wide.data() + i * cog);
+        }
+        rows = wide.data();
+        stride = cog;
+      }
+      for (int64_t co = 0; co < cog; ++co) {
+        D* dst = packed + co * pixels + i0;
+        for (int64_t i = 0; i < n; ++i) dst[i] = rows[i * stride + co];
+      }
+    }
+    return;
+  }
   for (int64_t b = 0; b < plan.blocks; ++b) {
     const int64_t width = std::min(block, cog - b * block);
     const int64_t c0 = g * cog + b * block;
@@ -97,6 +124,51 @@ void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* o
         for (int64_t ow = 0; ow < p.out_cols; ++ow) {
           row[ow * block + lane] = static_cast<D>(src[ow]);
         }
+      }
+    }
+  }
+}
+
+// Under plan.turned_panels (NHWC, ci1 - ci0 whole blocks of 16):
+// packed[b][pixel][lane] = input[pixel that tap (kh, kw) reads for that
+// out_backprop pixel][g*cg + ci0 + 16b + lane]; zero where the tap reads
+// padding.
+template <typename T, typename D>
+void PackInputBlocksForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
+                           int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, D* packed) {
+  const int64_t blocks = (ci1 - ci0) / 16, pixels = (r1 - r0) * p.out_cols;
+  const int64_t block_stride = pixels * 16;
+  const cpu::InsideColumns cols = cpu::InsideColumnsFor(p, kw);
+  std::vector<D> wide(std::is_same_v<T, D> ? 0 : static_cast<size_t>(ci1 - ci0));
+  const auto zero = [&](int64_t first, int64_t count) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::fill_n(packed + b * block_stride + first * 16, count * 16, D(0));
+    }
+  };
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+    const int64_t h = cpu::InputRow(p, oh, kh);
+    const int64_t first = (r - r0) * p.out_cols;
+    if (h < 0 || h >= p.in_rows) {
+      zero(first, p.out_cols);
+      continue;
+    }
+    zero(first, cols.lo);
+    zero(first + cols.hi, p.out_cols - cols.hi);
+    const T* row =
+        input + (n * p.in_rows + h) * p.in_cols * p.in_depth + g * p.filter_in_depth + ci0;
+    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
+      const T* src = row + (ow * p.stride_cols - cols.shift) * p.in_depth;
+      const D* from = nullptr;
+      if constexpr (std::is_same_v<T, D>) {
+        from = src;
+      } else {  // the pixel's channels widened in one call
+        cpu::ConvertRow(src, ci1 - ci0, wide.data());
+        from = wide.data();
+      }
+      D* dst = packed + (first + ow) * 16;
+      for (int64_t b = 0; b < blocks; ++b) {  // inline: not a library call per 64 bytes
+        __builtin_memcpy(dst + b * block_stride, from + b * 16, 16 * sizeof(D));
       }
     }
   }
@@ -425,11 +497,11 @@ void GatherFlatTap(const ConvProblem& p, const CpuFilterPlan& plan, int64_t r0, 
 
 // `taps` taps of one chunk: the micro-kernel's rows are the taps' `width`
 // input channels, a line per tap, its reduction runs over the chunk's
-// pixels.
+// pixels; the sums are added to, or (`overwrite`) written.
 template <typename T, typename Acc>
 void ReduceTapPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::TapKernel<Acc> kernel,
-                    int64_t pixels, int64_t width, int64_t taps, const FilterPanels<T, Acc>& s,
-                    Acc* tap_acc) {
+                    int64_t pixels, int64_t width, int64_t taps, bool overwrite,
+                    const FilterPanels<T, Acc>& s, Acc* tap_acc) {
   cpu::TapOperands<Acc> o;
   o.x = s.x.data();
   o.pixel_stride = 1;
@@ -441,8 +513,34 @@ void ReduceTapPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::TapKer
   o.run = width;
   o.x_line_stride = width;
   o.acc_line_stride = p.filter_in_depth * plan.lanes;
+  o.overwrite = overwrite;
   cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.packed_dy, tap_acc, plan.blocks,
                       plan.block, &o);
+}
+
+// One tap of one chunk under plan.turned_panels: the micro-kernel's rows are
+// the group's out channels, each broadcasting its row of the turned
+// out_backprop, its vectors the tap's blocks of 16 input channels, its
+// reduction the chunk's pixels; acc[co][ci] (ci_lanes apart) from the
+// chunk's first input channel, added to or (`overwrite`, a task's first
+// chunk) written.
+template <typename T, typename Acc>
+void ReduceTurnedTapPanel(const ConvProblem& p, const CpuFilterPlan& plan,
+                          cpu::TapKernel<Acc> kernel, int64_t pixels, int64_t width, bool overwrite,
+                          const FilterPanels<T, Acc>& s, Acc* tap_acc) {
+  cpu::TapOperands<Acc> o;
+  o.x = s.packed_dy;
+  o.pixel_stride = pixels;
+  cpu::GenericKernelCall<Acc>::SetReduction(pixels, 1, &o);
+  o.w_step = 16;
+  o.w_block_stride = pixels * 16;
+  o.acc_stride = plan.ci_lanes;
+  o.rows = p.out_depth_per_group();
+  o.run = o.rows;
+  o.x_line_stride = 0;
+  o.acc_line_stride = 0;
+  o.overwrite = overwrite;
+  cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.x.data(), tap_acc, width / 16, 16, &o);
 }
 
 // The same with the pair kernel, the reduction over pixel pairs. The
@@ -560,7 +658,12 @@ class BackpropFilterTask {
     const int64_t slice_rows = (plan_.ReductionRows(p_) + plan_.slices - 1) / plan_.slices;
     const int64_t chunk_pixels = std::min(plan_.ChunkRows(p_), slice_rows) * p_.out_cols;
     FilterPanels<T, Acc> s;
-    if (plan_.co_rows || plan_.taps_in_place) {
+    if (plan_.turned_panels) {
+      if (!plan_.shared_packed) {
+        s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.packed_lanes(p_)));
+      }
+      s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
+    } else if (plan_.co_rows || plan_.taps_in_place) {
       // No panels, or (turned pairs) panels sized per chunk.
     } else if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
@@ -610,7 +713,9 @@ class BackpropFilterTask {
     const int64_t ci1 = std::min(cg, ci0 + plan_.ci_chunk);
     Acc* acc = partial_ + slice * plan_.slice_elements + g * (plan_.slice_elements / p_.groups);
     const int64_t taps = p_.filter_rows * p_.filter_cols;
-    if (plan_.co_rows) {  // columns [ci0, end) of every [tap][co] row
+    if (plan_.OverwritesFirstChunk()) {
+      // (no zeros: the first chunk's calls write every sum of the task)
+    } else if (plan_.co_rows) {  // columns [ci0, end) of every [tap][co] row
       const int64_t end = std::min(plan_.ci_lanes, ci0 + plan_.ci_chunk);
       for (int64_t row = 0; row < taps * p_.out_depth_per_group(); ++row) {
         std::fill(acc + row * plan_.ci_lanes + ci0, acc + row * plan_.ci_lanes + end, Acc(0));
@@ -646,7 +751,8 @@ class BackpropFilterTask {
             WithPanels(s, [&](auto*, auto* x) {
               PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
             });
-            AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), kh0 == 0 && kw0 == 0, s,
+            AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), kh0 == 0 && kw0 == 0,
+                            r0 == row_begin, s,
                             acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
           }
         }
@@ -669,7 +775,7 @@ class BackpropFilterTask {
         PackTapInput(r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0, ci1, s);
         const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
                                              : (tap * cg + ci0) * plan_.lanes;
-        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, s, acc + offset);
+        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, r0 == row_begin, s, acc + offset);
       }
     }
   }
@@ -682,9 +788,10 @@ class BackpropFilterTask {
   }
 
   // Where the chunk from row r0 lies in the shared packed out_backprop, in
-  // elements: groups one after another, each its rows' pixels x plan.lanes.
+  // elements: groups one after another, each its rows' pixels x
+  // plan.packed_lanes.
   int64_t PackedOffset(int64_t r0, int64_t g) const {
-    return (g * plan_.ReductionRows(p_) + r0) * plan_.RowPixels(p_) * plan_.lanes;
+    return (g * plan_.ReductionRows(p_) + r0) * plan_.RowPixels(p_) * plan_.packed_lanes(p_);
   }
 
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
@@ -941,7 +1048,12 @@ class BackpropFilterTask {
                     int64_t ci1, FilterPanels<T, Acc>* s) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.flat) return GatherFlatTap(p_, plan_, r0, r1, kh, kw, ci1 - ci0, s);
-      if (plan_.co_rows) return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
+      if (plan_.path == Path::kBf16Pairs && plan_.co_rows) {
+        return GatherPairs(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s);
+      }
+    }
+    if (plan_.turned_panels) {
+      return PackInputBlocksForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s->x.data());
     }
     WithPanels(
         s, [&](auto*, auto* x) { PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x); });
@@ -955,7 +1067,7 @@ class BackpropFilterTask {
         s->turned_dy = turned_ + TurnedOffset(slice, r0, g);
         return;
       }
-      if (plan_.co_rows) {
+      if (plan_.path == Path::kBf16Pairs && plan_.co_rows) {
         s->pairs_dy.resize(
             static_cast<size_t>(plan_.lanes * TurnedPairs((r1 - r0) * plan_.RowPixels(p_))));
         TurnOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->pairs_dy.data());
@@ -983,11 +1095,11 @@ class BackpropFilterTask {
   }
 
   // The panel of `taps` taps, the first one's sums at tap_acc, along the
-  // plan's path.
+  // plan's path (first_chunk: the task's first chunk of rows).
   void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap,
-                       FilterPanels<T, Acc>* s, Acc* tap_acc) const {
+                       bool first_chunk, FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if (plan_.co_rows) {
+      if (plan_.path == Path::kBf16Pairs && plan_.co_rows) {
         ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, s->turned_dy, s->pairs_x.data(),
                           TurnedPairs(pixels) * 16, tap_acc);
         return;
@@ -997,7 +1109,10 @@ class BackpropFilterTask {
         return;
       }
     }
-    ReduceTapPanel(p_, plan_, tap_kernel_, pixels, width, taps, *s, tap_acc);
+    if (plan_.turned_panels) {
+      return ReduceTurnedTapPanel(p_, plan_, tap_kernel_, pixels, width, first_chunk, *s, tap_acc);
+    }
+    ReduceTapPanel(p_, plan_, tap_kernel_, pixels, width, taps, first_chunk, *s, tap_acc);
   }
 
   const ConvProblem& p_;
@@ -1157,7 +1272,10 @@ class DepthwiseFilterTask {
 
 // Filter rows [begin, end) of [tap][ci] (out channels last). A whole row of
 // out channels is summed at a time, slice after slice, so that the loops run
-// over contiguous memory; per element the slices still go in order.
+// over contiguous memory (the turned sums of co_rows a few rows at a time);
+// per element the slices still go in order. (co_rows one row at a time read
+// every value from a line of its own: 5% of compute_bench's float32 DCGAN
+// 4x4 filter gradient under turned_panels.)
 template <typename T, typename Acc>
 void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* partial,
                T* filter_backprop, int64_t begin, int64_t end) {
@@ -1165,31 +1283,66 @@ void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* parti
   const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
   const int64_t group_elements = plan.slice_elements / p.groups;
   std::vector<Acc> sum(static_cast<size_t>(depthwise ? p.groups : cog));
-  // out[i] = the sum over slices of src[i * stride + s * slice_elements],
-  // i < count (a constant stride of 1 keeps the loops contiguous).
-  const std::integral_constant<int64_t, 1> contiguous;
-  const auto sum_into = [&](const Acc* src, int64_t count, auto stride, T* out) {
-    for (int64_t i = 0; i < count; ++i) sum[i] = src[i * stride];
+  // out[i] = the sum over slices of src[i + s * slice_elements], i < count.
+  const auto sum_into = [&](const Acc* src, int64_t count, T* out) {
+    for (int64_t i = 0; i < count; ++i) sum[i] = src[i];
     for (int64_t s = 1; s < plan.slices; ++s) {
       const Acc* slice = src + s * plan.slice_elements;
-      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i * stride];
+      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i];
     }
     cpu::NarrowRow(sum.data(), count, out);
   };
+  if (plan.co_rows) {
+    // [tap][co][ci_lanes]: squares of up to kTurn input channels of one tap
+    // x kTurn out channels, each out channel's values for those input
+    // channels read side by side and written into their filter rows (in T
+    // straight away, else into `turned`, narrowed row by row).
+    constexpr int64_t kTurn = 16;
+    std::vector<Acc> turned(std::is_same_v<T, Acc> ? 0 : static_cast<size_t>(kTurn * cog));
+    for (int64_t unit = begin; unit < end;) {
+      const int64_t tap = unit / cg, ci = unit % cg;
+      const int64_t rows = std::min({kTurn, cg - ci, end - unit});
+      for (int64_t g = 0; g < p.groups; ++g) {
+        const Acc* src = partial + g * group_elements + tap * cog * plan.ci_lanes + ci;
+        for (int64_t co0 = 0; co0 < cog; co0 += kTurn) {
+          const int64_t cols = std::min(kTurn, cog - co0);
+          Acc square[kTurn][kTurn];  // [co - co0][row]
+          for (int64_t c = 0; c < cols; ++c) {
+            const Acc* at = src + (co0 + c) * plan.ci_lanes;
+            for (int64_t j = 0; j < rows; ++j) square[c][j] = at[j];
+            for (int64_t s = 1; s < plan.slices; ++s) {
+              for (int64_t j = 0; j < rows; ++j) square[c][j] += at[s * plan.slice_elements + j];
+            }
+          }
+          for (int64_t j = 0; j < rows; ++j) {
+            if constexpr (std::is_same_v<T, Acc>) {
+              T* out = filter_backprop + (unit + j) * p.out_depth + g * cog + co0;
+              for (int64_t c = 0; c < cols; ++c) out[c] = square[c][j];
+            } else {
+              for (int64_t c = 0; c < cols; ++c) turned[j * cog + co0 + c] = square[c][j];
+            }
+          }
+        }
+        if constexpr (!std::is_same_v<T, Acc>) {
+          for (int64_t j = 0; j < rows; ++j) {
+            cpu::NarrowRow(turned.data() + j * cog, cog,
+                           filter_backprop + (unit + j) * p.out_depth + g * cog);
+          }
+        }
+      }
+      unit += rows;
+    }
+    return;
+  }
   for (int64_t unit = begin; unit < end; ++unit) {
     const int64_t tap = unit / cg, ci = unit % cg;
     T* out = filter_backprop + unit * p.out_depth;
     if (depthwise) {  // partial[slice][tap][g]
-      sum_into(partial + tap * p.groups, p.groups, contiguous, out);
+      sum_into(partial + tap * p.groups, p.groups, out);
       continue;
     }
     for (int64_t g = 0; g < p.groups; ++g) {
-      const Acc* group = partial + g * group_elements;
-      if (plan.co_rows) {  // [tap][co][ci_lanes]
-        sum_into(group + tap * cog * plan.ci_lanes + ci, cog, plan.ci_lanes, out + g * cog);
-      } else {
-        sum_into(group + (tap * cg + ci) * plan.lanes, cog, contiguous, out + g * cog);
-      }
+      sum_into(partial + g * group_elements + (tap * cg + ci) * plan.lanes, cog, out + g * cog);
     }
   }
 }
@@ -1342,7 +1495,8 @@ void FilterGradient(const ConvProblem& p, const T* input, const T* out_backprop,
     if (shared) {
       const int64_t chunk_rows = plan.ChunkRows(p);
       const int64_t chunks = (plan.ReductionRows(p) / plan.slices + chunk_rows) / chunk_rows;
-      parallel_for(p.groups * plan.slices * chunks, 4 * chunk_rows * plan.RowPixels(p) * plan.lanes,
+      parallel_for(p.groups * plan.slices * chunks,
+                   4 * chunk_rows * plan.RowPixels(p) * plan.packed_lanes(p),
                    [&](int64_t begin, int64_t end) { task.PrepareShared(begin, end, chunks); });
     }
     parallel_for(plan.num_tasks(p), plan.cost_per_task(p),

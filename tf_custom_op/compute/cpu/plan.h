@@ -470,6 +470,10 @@ constexpr int64_t kSmallChunkElements = int64_t{1} << 15;
 // bfloat16, single thread: FCN-16 18x22's 32x32 kernel 5.6 -> 4.5 ms, FCN-8
 // 36x44 4.2 -> 3.9 against kSmallChunkElements).
 constexpr int64_t kSplitPanelChunkElements = int64_t{1} << 17;
+// Pixels of a chunk under CpuFilterPlan::turned_panels (whole rows, at least
+// one): a tap's block of 16 input channels, 16 KiB of them, stays in L1 while
+// every out channel's row passes over it.
+constexpr int64_t kTurnedChunkPixels = 256;
 // Most workspace a shared packed out_backprop (CpuFilterPlan::shared_packed)
 // may take.
 constexpr int64_t kMaxSharedPackedBytes = int64_t{64} << 20;
@@ -552,7 +556,8 @@ struct CpuFilterPlan {
   // once per chunk for every tap, rather than each tap's gathered input.
   // The input's pairs are packed in 16-lane blocks of input channels (B
   // tiles), `ci_lanes` per group (whole blocks; the chunks cut at block
-  // boundaries), and the partial sums are [group][tap][co][ci_lanes].
+  // boundaries), and the partial sums are [group][tap][co][ci_lanes]. Also
+  // set, with those sums, by in_place and turned_panels (float).
   bool co_rows;
   int64_t ci_lanes;
   // co_rows with several input-channel chunks: out_backprop is turned once,
@@ -616,6 +621,25 @@ struct CpuFilterPlan {
   // output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
+  // float (and half or bfloat16 widened) on AVX2, NHWC, a gather per tap
+  // (not all_taps, in_place or taps_in_place), input channels of a group in
+  // whole 16-lane blocks: the product turned around as under co_rows
+  // (acc[co][ci]; block, blocks and lanes count input channels), with
+  // panels. Each chunk's out_backprop is turned once for every tap,
+  // [co][pixel], and the micro-kernel's rows are the out channels, each
+  // broadcasting its own run of pixels; each tap's input is gathered in
+  // blocks of 16 channels, [block][pixel][lane], the vectors. Not turned,
+  // the broadcasts read one input channel per pixel from rows ci_chunk apart,
+  // a cache line a step for each tile of rows, and a chunk of 32 channels
+  // ends in a tile of 2 rows. Micro-kernel alone, one thread, 256 pixels,
+  // 32 input x 512 out channels: 80-83 -> 86-92 GFLOP/s. compute_bench, one
+  // thread, 2-core AVX2 EPYC, against the panels not turned (best of 5-12
+  // alternated rounds): float32 DCGAN 4x4 0.96x the time, DCGAN 8x8 0.92-0.96x,
+  // stride1 14x14 0.95x, U-Net 32x32 0.97x; float16 DCGAN 8x8 0.96x, DCGAN
+  // 4x4 0.97x, U-Net 32x32 0.99x; bfloat16 1.00x. (Chunks of 128 pixels ran
+  // 1.01-1.02x the panels' time, of 512 the same as 256 at best, slower in the
+  // median.)
+  bool turned_panels;
   // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
   int64_t chunk_elements;
   // The partial sums, in the accumulation type (0 when direct or empty).
@@ -630,9 +654,10 @@ struct CpuFilterPlan {
   // A rough cycle count per task, for the pool's sharding (kFlopsPerCycle).
   int64_t cost_per_task(const ConvProblem& p) const {
     const int64_t rows = ReductionRows(p) / slices + 1;
-    return std::max<int64_t>(1, rows * RowPixels(p) *
-                                    (2 * p.filter_rows * p.filter_cols * ci_chunk * lanes + lanes) /
-                                    kFlopsPerCycle);
+    return std::max<int64_t>(
+        1, rows * RowPixels(p) *
+               (2 * p.filter_rows * p.filter_cols * ci_chunk * packed_lanes(p) + lanes) /
+               kFlopsPerCycle);
   }
 
   // The rows of the reduction (batch x out_rows, or the flat grid's), and
@@ -642,15 +667,31 @@ struct CpuFilterPlan {
   }
   int64_t RowPixels(const ConvProblem& p) const { return flat ? flat_cols : p.out_cols; }
 
+  // The generic panels (all_taps, or a panel per tap, turned or not): a
+  // task's first chunk of rows writes every one of its sums and the later
+  // ones add to them, so the partial sums need no zeros first (compute_bench,
+  // float32 FCN-16 9x11 filter gradient: the zeros were 7% of its time).
+  bool OverwritesFirstChunk() const {
+    return path == Path::kGeneric && !in_place && !taps_in_place;
+  }
+
+  // Values per pixel of a chunk's packed out_backprop: the group's out
+  // channels turned, else lanes.
+  int64_t packed_lanes(const ConvProblem& p) const {
+    return turned_panels ? p.out_depth_per_group() : lanes;
+  }
+
   // Gathered input values per out_backprop pixel: one tap's or every tap's.
   int64_t panel_width(const ConvProblem&) const {
     return all_taps ? panel_rows * panel_cols * ci_chunk : ci_chunk;
   }
 
   // Whole out_backprop rows per chunk, so that the chunk's scratch stays near
-  // chunk_elements.
+  // chunk_elements (turned_panels: near kTurnedChunkPixels pixels).
   int64_t ChunkRows(const ConvProblem& p) const {
-    const int64_t pixels = std::clamp<int64_t>(chunk_elements / (lanes + panel_width(p)), 64, 4096);
+    const int64_t pixels =
+        turned_panels ? kTurnedChunkPixels
+                      : std::clamp<int64_t>(chunk_elements / (lanes + panel_width(p)), 64, 4096);
     return std::max<int64_t>(1, pixels / std::max<int64_t>(RowPixels(p), 1));
   }
 
@@ -750,7 +791,9 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.blocks = cog / plan.block;
     plan.lanes = cog;
   }
-  if (plan.in_place) {
+  plan.turned_panels = std::is_same_v<Acc, float> && isa.avx2 && !pairs && !depthwise && p.nhwc() &&
+                       cg % 16 == 0 && !plan.in_place && !plan.taps_in_place && !plan.all_taps;
+  if (plan.in_place || plan.turned_panels) {
     plan.co_rows = true;
     plan.block = 16;
     plan.blocks = cg / 16;
@@ -767,8 +810,8 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   if (plan.co_rows) plan.slice_elements = p.groups * taps * cog * plan.ci_lanes;
   const int64_t extra_rows = (p.filter_rows - 1) * p.dilation_rows;
   const int64_t extra_cols = (p.filter_cols - 1) * p.dilation_cols;
-  if (plan.co_rows && !plan.in_place && p.stride_rows == 1 && p.stride_cols == 1 && p.nhwc() &&
-      extra_rows <= p.out_rows / 4 && extra_cols <= p.out_cols / 4) {
+  if (plan.path == Path::kBf16Pairs && plan.co_rows && p.stride_rows == 1 && p.stride_cols == 1 &&
+      p.nhwc() && extra_rows <= p.out_rows / 4 && extra_cols <= p.out_cols / 4) {
     // Where its zero products add at most a fifth (stride1 14x14's 31% more
     // cost more than its gathers).
     plan.flat_rows = p.out_rows + extra_rows;
@@ -805,7 +848,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   if (plan.path == Path::kGeneric && !plan.all_taps && !plan.in_place && !plan.taps_in_place &&
       plan.ci_chunks > 1) {
     shared = CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.groups, plan.ReductionRows(p),
-                             plan.RowPixels(p), plan.lanes});
+                             plan.RowPixels(p), plan.packed_lanes(p)});
     plan.shared_packed = shared >= 0 && shared <= kMaxSharedPackedBytes;
     if (!plan.shared_packed) shared = 0;
   }
