@@ -1282,15 +1282,24 @@ void SumSlices(const ConvProblem& p, const CpuFilterPlan& plan, const Acc* parti
   const bool depthwise = plan.path == Path::kDepthwise;
   const int64_t cg = p.filter_in_depth, cog = p.out_depth_per_group();
   const int64_t group_elements = plan.slice_elements / p.groups;
-  std::vector<Acc> sum(static_cast<size_t>(depthwise ? p.groups : cog));
-  // out[i] = the sum over slices of src[i + s * slice_elements], i < count.
+  std::vector<Acc> sum(std::is_same_v<T, Acc> ? 0
+                                              : static_cast<size_t>(depthwise ? p.groups : cog));
+  // out[i] = the sum over slices of src[i + s * slice_elements], i < count
+  // (summed in out itself where T is Acc: one pass less).
   const auto sum_into = [&](const Acc* src, int64_t count, T* out) {
-    for (int64_t i = 0; i < count; ++i) sum[i] = src[i];
+    Acc* const to = [&] {
+      if constexpr (std::is_same_v<T, Acc>) {
+        return out;
+      } else {
+        return sum.data();
+      }
+    }();
+    for (int64_t i = 0; i < count; ++i) to[i] = src[i];
     for (int64_t s = 1; s < plan.slices; ++s) {
       const Acc* slice = src + s * plan.slice_elements;
-      for (int64_t i = 0; i < count; ++i) sum[i] += slice[i];
+      for (int64_t i = 0; i < count; ++i) to[i] += slice[i];
     }
-    cpu::NarrowRow(sum.data(), count, out);
+    if constexpr (!std::is_same_v<T, Acc>) cpu::NarrowRow(sum.data(), count, out);
   };
   if (plan.co_rows) {
     // [tap][co][ci_lanes]: squares of up to kTurn input channels of one tap

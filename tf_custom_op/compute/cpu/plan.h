@@ -474,6 +474,12 @@ constexpr int64_t kSplitPanelChunkElements = int64_t{1} << 17;
 // one): a tap's block of 16 input channels, 16 KiB of them, stays in L1 while
 // every out channel's row passes over it.
 constexpr int64_t kTurnedChunkPixels = 256;
+// Out channels of a group from which CpuFilterPlan::turned_panels is taken
+// where in_place also applies. compute_bench, float32, one thread, against
+// in place: U-Net 64x64 (256 out channels) 0.77x the time, pix2pix (128)
+// 0.79x, DCGAN 16x16 (128) 0.87x; with 64 the same (stride1 and dilation2
+// 56x56), with fewer slower (ENet 64x64, 32: 1.05x; groups4, 16: 1.2x).
+constexpr int64_t kMinTurnedRows = 128;
 // Most workspace a shared packed out_backprop (CpuFilterPlan::shared_packed)
 // may take.
 constexpr int64_t kMaxSharedPackedBytes = int64_t{64} << 20;
@@ -621,12 +627,12 @@ struct CpuFilterPlan {
   // output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
-  // float (and half or bfloat16 widened) on AVX2, NHWC, a gather per tap
-  // (not all_taps, in_place or taps_in_place), input channels of a group in
-  // whole 16-lane blocks: the product turned around as under co_rows
-  // (acc[co][ci]; block, blocks and lanes count input channels), with
-  // panels. Each chunk's out_backprop is turned once for every tap,
-  // [co][pixel], and the micro-kernel's rows are the out channels, each
+  // float and half (widened) on AVX2, NHWC, a gather per tap
+  // (not all_taps or taps_in_place, and in place where a group has fewer
+  // than kMinTurnedRows out channels), input channels of a group in whole
+  // 16-lane blocks: the product turned around as under co_rows (acc[co][ci];
+  // block, blocks and lanes count input channels), with panels. Each chunk's out_backprop is turned
+  // once for every tap, [co][pixel], and the micro-kernel's rows are the out channels, each
   // broadcasting its own run of pixels; each tap's input is gathered in
   // blocks of 16 channels, [block][pixel][lane], the vectors. Not turned,
   // the broadcasts read one input channel per pixel from rows ci_chunk apart,
@@ -636,7 +642,8 @@ struct CpuFilterPlan {
   // thread, 2-core AVX2 EPYC, against the panels not turned (best of 5-12
   // alternated rounds): float32 DCGAN 4x4 0.96x the time, DCGAN 8x8 0.92-0.96x,
   // stride1 14x14 0.95x, U-Net 32x32 0.97x; float16 DCGAN 8x8 0.96x, DCGAN
-  // 4x4 0.97x, U-Net 32x32 0.99x; bfloat16 1.00x. (Chunks of 128 pixels ran
+  // 4x4 0.97x, U-Net 32x32 0.99x. bfloat16 keeps the panels not turned
+  // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of 128 pixels ran
   // 1.01-1.02x the panels' time, of 512 the same as 256 at best, slower in the
   // median.)
   bool turned_panels;
@@ -767,6 +774,13 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
                   (p.out_cols >= kMinInPlaceCols ||
                    (std::is_same_v<T, float> && p.out_cols >= kMinGroupedCols &&
                     p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth));
+  // Where out_backprop has kMinTurnedRows channels or more, the turned panels
+  // beat the in-place path (its broadcasts read out_backprop where it lies,
+  // a channel per pixel from pixels out_depth apart).
+  const bool turned_shape = (std::is_same_v<T, float> || std::is_same_v<T, Eigen::half>) &&
+                            isa.avx2 && !depthwise && p.nhwc() && cg % 16 == 0 &&
+                            !plan.taps_in_place && !panels_shape;
+  if (turned_shape && cog >= kMinTurnedRows) plan.in_place = false;
   plan.in_place_rows =
       p.out_cols >= kMinInPlaceCols
           ? 1
@@ -791,8 +805,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
     plan.blocks = cog / plan.block;
     plan.lanes = cog;
   }
-  plan.turned_panels = std::is_same_v<Acc, float> && isa.avx2 && !pairs && !depthwise && p.nhwc() &&
-                       cg % 16 == 0 && !plan.in_place && !plan.taps_in_place && !plan.all_taps;
+  plan.turned_panels = turned_shape && !plan.in_place;
   if (plan.in_place || plan.turned_panels) {
     plan.co_rows = true;
     plan.block = 16;
