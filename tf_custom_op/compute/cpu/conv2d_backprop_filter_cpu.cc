@@ -658,18 +658,15 @@ class BackpropFilterTask {
     const int64_t slice_rows = (plan_.ReductionRows(p_) + plan_.slices - 1) / plan_.slices;
     const int64_t chunk_pixels = std::min(plan_.ChunkRows(p_), slice_rows) * p_.out_cols;
     FilterPanels<T, Acc> s;
-    if (plan_.turned_panels) {
-      if (!plan_.shared_packed) {
-        s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.packed_lanes(p_)));
-      }
-      s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
-    } else if (plan_.co_rows || plan_.taps_in_place) {
+    if ((plan_.co_rows && !plan_.turned_panels) || plan_.taps_in_place) {
       // No panels, or (turned pairs) panels sized per chunk.
     } else if (plan_.path == Path::kBf16Pairs) {
       s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
       s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     } else {
-      if (!plan_.shared_packed) s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+      if (!plan_.shared_packed) {
+        s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.packed_lanes(p_)));
+      }
       s.x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
     }
     for (int64_t task = begin; task < end; ++task) RunTask(task, &s);

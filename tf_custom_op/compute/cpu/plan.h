@@ -563,7 +563,7 @@ struct CpuFilterPlan {
   // The input's pairs are packed in 16-lane blocks of input channels (B
   // tiles), `ci_lanes` per group (whole blocks; the chunks cut at block
   // boundaries), and the partial sums are [group][tap][co][ci_lanes]. Also
-  // set, with those sums, by in_place and turned_panels (float).
+  // set, with those sums, by in_place and turned_panels.
   bool co_rows;
   int64_t ci_lanes;
   // co_rows with several input-channel chunks: out_backprop is turned once,
@@ -627,14 +627,15 @@ struct CpuFilterPlan {
   // output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
-  // float and half (widened) on AVX2, NHWC, a gather per tap
-  // (not all_taps or taps_in_place, and in place where a group has fewer
-  // than kMinTurnedRows out channels), input channels of a group in whole
-  // 16-lane blocks: the product turned around as under co_rows (acc[co][ci];
-  // block, blocks and lanes count input channels), with panels. Each chunk's out_backprop is turned
-  // once for every tap, [co][pixel], and the micro-kernel's rows are the out channels, each
-  // broadcasting its own run of pixels; each tap's input is gathered in
-  // blocks of 16 channels, [block][pixel][lane], the vectors. Not turned,
+  // float and half (widened) on AVX2, NHWC, a gather per tap (not all_taps
+  // or taps_in_place, and in place where a group has fewer than
+  // kMinTurnedRows out channels), input channels of a group in whole 16-lane
+  // blocks: the product turned around as under co_rows (acc[co][ci]; block,
+  // blocks and lanes count input channels), with panels. Each chunk's
+  // out_backprop is turned once for every tap, [co][pixel], and the
+  // micro-kernel's rows are the out channels, each broadcasting its own run
+  // of pixels; each tap's input is gathered in blocks of 16 channels,
+  // [block][pixel][lane], the vectors. Not turned,
   // the broadcasts read one input channel per pixel from rows ci_chunk apart,
   // a cache line a step for each tile of rows, and a chunk of 32 channels
   // ends in a tile of 2 rows. Micro-kernel alone, one thread, 256 pixels,
@@ -643,9 +644,9 @@ struct CpuFilterPlan {
   // alternated rounds): float32 DCGAN 4x4 0.96x the time, DCGAN 8x8 0.92-0.96x,
   // stride1 14x14 0.95x, U-Net 32x32 0.97x; float16 DCGAN 8x8 0.96x, DCGAN
   // 4x4 0.97x, U-Net 32x32 0.99x. bfloat16 keeps the panels not turned
-  // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of 128 pixels ran
-  // 1.01-1.02x the panels' time, of 512 the same as 256 at best, slower in the
-  // median.)
+  // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of
+  // 128 pixels ran 1.01-1.02x the panels' time, of 512 the same as 256 at
+  // best, slower in the median.)
   bool turned_panels;
   // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
   int64_t chunk_elements;
@@ -858,8 +859,7 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   plan.shared_dy = plan.path == Path::kBf16Pairs && plan.co_rows && plan.ci_chunks > 1;
   int64_t shared = 0;
   if (plan.shared_dy) shared = CheckedProduct({4, p.groups, plan.lanes, plan.TurnedPairsTotal(p)});
-  if (plan.path == Path::kGeneric && !plan.all_taps && !plan.in_place && !plan.taps_in_place &&
-      plan.ci_chunks > 1) {
+  if (plan.OverwritesFirstChunk() && !plan.all_taps && plan.ci_chunks > 1) {
     shared = CheckedProduct({static_cast<int64_t>(sizeof(Acc)), p.groups, plan.ReductionRows(p),
                              plan.RowPixels(p), plan.packed_lanes(p)});
     plan.shared_packed = shared >= 0 && shared <= kMaxSharedPackedBytes;
