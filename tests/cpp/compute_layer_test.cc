@@ -358,13 +358,14 @@ bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
 // undilated columns, few input channels, out channels in whole 4-lane
 // blocks): rows of up to 40 pixels, so that both edges and the pixels
 // between them come up, with any padding.
-bool TapsInPlaceProblem(ct::ConvProblem* p) {
+bool TapsInPlaceProblem(ct::ConvProblem* p, bool wide = false) {
   ct::ConvAttrs attrs = RandomValidAttrs(false);
   attrs.dilations[2] = 1;
   const int64_t kh = Uniform(1, 4), kw = Uniform(1, 5);
   const int64_t cg = Uniform(1, std::min<int64_t>(31, 512 / (kh * kw)));
-  return ProblemFor(attrs, {Uniform(1, 2), Uniform(1, 8), Uniform(1, 40)}, {kh, kw}, 1, cg,
-                    4 * Uniform(1, 11), p);
+  return ProblemFor(
+      attrs, {Uniform(1, 2), Uniform(1, wide ? 3 : 8), wide ? Uniform(140, 300) : Uniform(1, 40)},
+      {kh, kw}, 1, cg, 4 * Uniform(1, 11), p);
 }
 
 // A depthwise problem with so many groups that an input-gradient tile holds
@@ -1065,12 +1066,14 @@ int main(int argc, char** argv) {
   // float filter gradients of the taps-in-place shape, plain and with
   // infinities and NaNs in out_backprop, and half ones (their rows widened);
   // each one with elements must take that path under the chosen instruction
-  // set, in both types.
-  int taps_in_place = 0, half_taps_in_place = 0, nonempty = 0;
+  // set, in both types. A quarter have rows of more than kTapsInPlaceSpan
+  // pixels, reduced in several spans.
+  int taps_in_place = 0, half_taps_in_place = 0, nonempty = 0, spans = 0;
   for (int i = 0; i < 80; ++i) {
     ct::ConvProblem p;
-    if (!TapsInPlaceProblem(&p)) continue;
+    if (!TapsInPlaceProblem(&p, i % 4 == 3)) continue;
     nonempty += p.input_elements() != 0 && p.out_backprop_elements() != 0;
+    spans += p.out_cols > ct::cpu::kTapsInPlaceSpan;
     const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
     taps_in_place += ct::cpu::PlanCpuBackpropFilter<float>(p, isa).taps_in_place;
     half_taps_in_place += ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).taps_in_place;
@@ -1078,10 +1081,12 @@ int main(int argc, char** argv) {
     (RunNonFiniteFilter(p) ? passed : failed)++;
     (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
   }
-  std::printf("taps-in-place path: %d (half: %d) of %d problems with elements\n", taps_in_place,
-              half_taps_in_place, nonempty);
-  (taps_in_place == nonempty && half_taps_in_place == nonempty && nonempty >= 40 ? passed
-                                                                                 : failed)++;
+  std::printf(
+      "taps-in-place path: %d (half: %d) of %d problems with elements, %d of rows in spans\n",
+      taps_in_place, half_taps_in_place, nonempty, spans);
+  (taps_in_place == nonempty && half_taps_in_place == nonempty && nonempty >= 40 && spans >= 8
+       ? passed
+       : failed)++;
   // bfloat16 filter gradients of the all-taps shape with 32 or more (tap,
   // input channel) rows and 16 or more out channels: under AMX the pair
   // path with the panel laid out by row, whose wide rows are made 16 pairs

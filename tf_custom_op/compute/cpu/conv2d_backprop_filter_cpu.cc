@@ -928,18 +928,20 @@ class BackpropFilterTask {
     const cpu::GenericKernelCall<Acc> tail_call{cpu::SelectTapKernel<Acc>(plan_.tail_block)};
     const int64_t whole = plan_.blocks * plan_.block;  // out channels in `block`s
     // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart, the
-    // filter rows' `line` apart.
+    // filter rows' `line` apart, in spans of kTapsInPlaceSpan pixels.
     const auto reduce = [&](const Acc* dy, const Acc* x, int64_t stride, int64_t line, int64_t w0,
                             int64_t w1, Acc* rows_acc) {
-      if (w1 <= w0) return;
-      o.x = x;
       o.x_line_stride = line;
-      cpu::GenericKernelCall<Acc>::SetReduction(w1 - w0, stride, &o);
-      o.w_block_stride = plan_.block;
-      cpu::CallOverBlocks(call, dy + w0 * cog, rows_acc, plan_.blocks, plan_.block, &o);
-      o.w_block_stride = plan_.tail_block;
-      cpu::CallOverBlocks(tail_call, dy + w0 * cog + whole, rows_acc + whole, plan_.tail_blocks,
-                          plan_.tail_block, &o);
+      for (int64_t a = w0; a < w1; a += cpu::kTapsInPlaceSpan) {
+        const int64_t b = std::min(w1, a + cpu::kTapsInPlaceSpan);
+        o.x = x + (a - w0) * stride;
+        cpu::GenericKernelCall<Acc>::SetReduction(b - a, stride, &o);
+        o.w_block_stride = plan_.block;
+        cpu::CallOverBlocks(call, dy + a * cog, rows_acc, plan_.blocks, plan_.block, &o);
+        o.w_block_stride = plan_.tail_block;
+        cpu::CallOverBlocks(tail_call, dy + a * cog + whole, rows_acc + whole, plan_.tail_blocks,
+                            plan_.tail_block, &o);
+      }
     };
     // The runs of pixels [w0, w1) of `lines` input rows from x (x_line
     // apart) into dst, zero where a tap reads padding.

@@ -513,6 +513,14 @@ constexpr int64_t kMaxInPlaceGroupRows = 4;
 // Half and bfloat16 go in place only where the input rows an out_backprop
 // row reads take at most this much widened (see in_place).
 constexpr int64_t kMaxWidenedRowsBytes = int64_t{64} << 10;
+// The taps in place reduce an out_backprop row in spans of at most this many
+// pixels, a call each: every register tile of a call reads the span's input
+// runs and out_backprop pixels again, and over a whole long row those leave
+// L1 (ESPNet 256x512 20->20: rows of 256 pixels, 400 bytes of operands a
+// pixel). compute_bench, float32, one thread, whole rows and spans of 64
+// timed alternately in one process, best of 50 each: ESPNet 256x512 0.86-0.98x
+// the time; 32 pixels lost (tile set-up), 128 gained less.
+constexpr int64_t kTapsInPlaceSpan = 64;
 
 // Pixel pairs of a chunk of out_backprop under CpuFilterPlan::co_rows:
 // (pixels + 1) / 2, rounded up to whole chunks of 16 where that adds little
