@@ -519,7 +519,7 @@ constexpr int64_t kMaxWidenedRowsBytes = int64_t{64} << 10;
 // L1 (ESPNet 256x512 20->20: rows of 256 pixels, 400 bytes of operands a
 // pixel). compute_bench, float32, one thread, whole rows and spans of 64
 // timed alternately in one process, best of 50 each: ESPNet 256x512 0.86-0.98x
-// the time; 32 pixels lost (tile set-up), 128 gained less.
+// the time; spans of 32-48 or 128 pixels were no better than 64 in those runs.
 constexpr int64_t kTapsInPlaceSpan = 64;
 
 // Pixel pairs of a chunk of out_backprop under CpuFilterPlan::co_rows:

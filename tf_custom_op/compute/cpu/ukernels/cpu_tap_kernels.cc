@@ -148,8 +148,8 @@ constexpr int64_t ColumnOffset(int c, int64_t block_stride) {
 struct RowAt {
   int64_t line, pos;
   static RowAt Of(int64_t row, int64_t run) { return {row / run, row % run}; }
-  // n rows on, without a division (one per register tile cost up to a
-  // fifth of a short call's time on AVX2).
+  // n rows on, without a division (a 64-bit division per register tile
+  // weighs on calls of ~30 steps, the taps in place's).
   void Advance(int64_t n, int64_t run) {
     pos += n;
     while (pos >= run) pos -= run, ++line;
@@ -207,10 +207,10 @@ __attribute__((always_inline)) inline int64_t TapOffset(const int64_t* offsets, 
 // whole channel loop; each filter load is shared by the rows, each broadcast
 // by the blocks. Per element the sum runs over k in order. `w` and the
 // accumulators are those of the call's first block pair or single block.
-// The accumulators' loads and stores are unrolled in full (the pragmas): GCC 12 left
-// the AVX2 ones in a loop over the rows that went through the stack in
-// 16-byte pieces, a fifth of the time of calls over ~30 steps (compute_bench,
-// one thread, DCGAN 64->3 filter gradient: 0.83-0.87x the time after).
+// The accumulators' loads and stores are unrolled in full (the pragmas):
+// GCC 12 left the AVX2 ones in a loop over the rows that went through the
+// stack in 16-byte pieces, heavy on calls of ~30 steps (compute_bench, one
+// thread, DCGAN 64->3 filter gradient, with RowAt below: 0.82-0.87x the time).
 template <typename Acc, int kBlock, int kRows, int kBlocks, Form kForm>
 __attribute__((always_inline)) inline void Tile(const TapOperands<Acc>& o, RowAt first,
                                                 const Acc* w, int64_t acc_offset) {
