@@ -357,7 +357,8 @@ bool RandomProblem(ct::ConvProblem* p, int64_t block_cg = 0) {
 // The filter gradient's taps-in-place path (float, NHWC, one group,
 // undilated columns, few input channels, out channels in whole 4-lane
 // blocks): rows of up to 40 pixels, so that both edges and the pixels
-// between them come up, with any padding.
+// between them come up, with any padding; `wide`, rows of 140-300 pixels,
+// reduced in several kTapsInPlaceSpan spans.
 bool TapsInPlaceProblem(ct::ConvProblem* p, bool wide = false) {
   ct::ConvAttrs attrs = RandomValidAttrs(false);
   attrs.dilations[2] = 1;
