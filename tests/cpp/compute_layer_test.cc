@@ -1210,6 +1210,39 @@ int main(int argc, char** argv) {
   std::printf("split all-taps panels: %d problems, %d of them by columns\n", split_panels,
               column_panels);
   (split_panels >= 30 && column_panels >= 8 ? passed : failed)++;
+  // The same with one or two out_backprop rows, a few MFLOP each (FCN's
+  // large kernels over a short reduction): the slices cannot feed the
+  // tasks, so the panels are split into parts, a task each; some of the
+  // input rows and columns padding.
+  int panel_parts = 0;
+  for (int i = 0; i < 9; ++i) {
+    ct::ConvAttrs attrs = RandomValidAttrs(false);
+    attrs.strides = {1, 1, Uniform(1, 2), 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = ct::Padding::kExplicit;
+    attrs.explicit_paddings = {0, 0, Uniform(0, 1), Uniform(0, 1), Uniform(0, 3), Uniform(0, 3),
+                               0, 0};
+    const int64_t kh = 5, kw = 7, cg = Uniform(21, 28);
+    const int64_t rows =
+        kh - attrs.explicit_paddings[2] - attrs.explicit_paddings[3] + Uniform(0, 1);
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, {1, rows, Uniform(240, 300)}, {kh, kw}, 1, cg, Uniform(20, 24), &p)) {
+      continue;
+    }
+    const int kind = i % 3;
+    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+    const ct::cpu::CpuFilterPlan plan =
+        kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa)
+        : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa)
+                    : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+    panel_parts += plan.all_taps && plan.panel_parts > 1;
+    const bool ok = kind == 0   ? RunOne<float>(p, 1e-5, true)
+                    : kind == 1 ? RunOne<Eigen::half>(p, 1e-2, true)
+                                : RunOne<Eigen::bfloat16>(p, 1e-2, true);
+    (ok ? passed : failed)++;
+  }
+  std::printf("all-taps panels in parts: %d problems of 9\n", panel_parts);
+  (panel_parts >= 7 ? passed : failed)++;
   // Input gradients with rows wide enough for the tap runs, in every type:
   // each one with elements must take them exactly where the plan's rule
   // says (generic path, or bfloat16 pairs on AMX, wide enough for each).

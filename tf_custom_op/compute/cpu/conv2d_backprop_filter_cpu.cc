@@ -651,7 +651,7 @@ class BackpropFilterTask {
         tap_kernel_(cpu::SelectTapKernel<Acc>(plan.block)),
         pair_kernel_(plan.path == Path::kBf16Pairs ? cpu::SelectBf16PairKernel() : nullptr) {}
 
-  // Tasks [begin, end): slice-major, then group, then input-channel chunk.
+  // Tasks [begin, end): slice-major, then group, input-channel chunk, panel part.
   void Run(int64_t begin, int64_t end) const {
     // A chunk never outgrows its slice (the scratch of a small problem
     // stays small).
@@ -698,14 +698,17 @@ class BackpropFilterTask {
   }
 
  private:
-  // Task (slice, group, input-channel chunk): zeroes the chunk's rows of the
-  // group's partial sums, then adds the slice's out_backprop rows to them
-  // chunk after chunk, in order, tap by tap (or every tap in one panel).
+  // Task (slice, group, input-channel chunk, part of the panels): zeroes the
+  // chunk's rows of the group's partial sums (the part's taps), then adds the
+  // slice's out_backprop rows to them chunk after chunk, in order, tap by tap
+  // (or panel by panel).
   void RunTask(int64_t task, FilterPanels<T, Acc>* s) const {
     const int64_t cg = p_.filter_in_depth;
-    const int64_t chunk = task % plan_.ci_chunks;
-    const int64_t g = (task / plan_.ci_chunks) % p_.groups;
-    const int64_t slice = task / (plan_.ci_chunks * p_.groups);
+    const int64_t part = task % plan_.panel_parts;
+    const int64_t chunk = task / plan_.panel_parts % plan_.ci_chunks;
+    const int64_t g = task / (plan_.panel_parts * plan_.ci_chunks) % p_.groups;
+    const int64_t slice = task / (plan_.panel_parts * plan_.ci_chunks * p_.groups);
+    const int64_t panel0 = plan_.PanelBegin(p_, part), panel1 = plan_.PanelBegin(p_, part + 1);
     const int64_t ci0 = chunk * plan_.ci_chunk;
     const int64_t ci1 = std::min(cg, ci0 + plan_.ci_chunk);
     Acc* acc = partial_ + slice * plan_.slice_elements + g * (plan_.slice_elements / p_.groups);
@@ -717,8 +720,12 @@ class BackpropFilterTask {
       for (int64_t row = 0; row < taps * p_.out_depth_per_group(); ++row) {
         std::fill(acc + row * plan_.ci_lanes + ci0, acc + row * plan_.ci_lanes + end, Acc(0));
       }
-    } else {  // rows [ci0, ci1) of every tap
+    } else {  // rows [ci0, ci1) of every tap (of the part's panels)
       for (int64_t tap = 0; tap < taps; ++tap) {
+        if (plan_.all_taps) {
+          const int64_t panel = plan_.PanelOf(p_, tap / p_.filter_cols, tap % p_.filter_cols);
+          if (panel < panel0 || panel >= panel1) continue;
+        }
         Acc* rows_acc = acc + (tap * cg + ci0) * plan_.lanes;
         std::fill(rows_acc, rows_acc + (ci1 - ci0) * plan_.lanes, Acc(0));
       }
@@ -740,18 +747,19 @@ class BackpropFilterTask {
       const int64_t r1 = std::min(row_end, r0 + chunk_rows);
       const int64_t pixels = (r1 - r0) * plan_.RowPixels(p_);
       PackChunkOutBackprop(slice, r0, r1, g, s);
-      if (plan_.all_taps) {  // panel after panel (one, where every tap fits)
-        for (int64_t kh0 = 0; kh0 < p_.filter_rows; kh0 += plan_.panel_rows) {
-          const int64_t kh1 = std::min(p_.filter_rows, kh0 + plan_.panel_rows);
-          for (int64_t kw0 = 0; kw0 < p_.filter_cols; kw0 += plan_.panel_cols) {
-            const int64_t kw1 = std::min(p_.filter_cols, kw0 + plan_.panel_cols);
-            WithPanels(s, [&](auto*, auto* x) {
-              PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
-            });
-            AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), kh0 == 0 && kw0 == 0,
-                            r0 == row_begin, s,
-                            acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
-          }
+      if (plan_.all_taps) {  // the part's panels (one, where every tap fits)
+        const int64_t across = plan_.PanelsAcross(p_);
+        for (int64_t panel = panel0; panel < panel1; ++panel) {
+          const int64_t kh0 = panel / across * plan_.panel_rows,
+                        kw0 = panel % across * plan_.panel_cols;
+          const int64_t kh1 = std::min(p_.filter_rows, kh0 + plan_.panel_rows),
+                        kw1 = std::min(p_.filter_cols, kw0 + plan_.panel_cols);
+          WithPanels(s, [&](auto*, auto* x) {
+            PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
+          });
+          AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), panel == panel0,
+                          r0 == row_begin, s,
+                          acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
         }
         continue;
       }
