@@ -267,6 +267,20 @@ bool RunOne(const ct::ConvProblem& p, double tolerance, bool filter_op) {
   return filter_op ? RunBackpropFilter<T>(p, tolerance) : RunBackpropInput<T>(p, tolerance);
 }
 
+// The filter gradient's plan for `p` in float (kind 0), half (1) or
+// bfloat16 (2), and the check of that gradient against the reference.
+ct::cpu::CpuFilterPlan FilterPlanOfKind(int kind, const ct::ConvProblem& p) {
+  const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
+  return kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa)
+         : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa)
+                     : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+}
+bool RunFilterOfKind(int kind, const ct::ConvProblem& p) {
+  return kind == 0   ? RunOne<float>(p, 1e-5, true)
+         : kind == 1 ? RunOne<Eigen::half>(p, 1e-2, true)
+                     : RunOne<Eigen::bfloat16>(p, 1e-2, true);
+}
+
 ct::ConvAttrs RandomValidAttrs(bool nchw) {
   ct::ConvAttrs attrs;
   attrs.data_format = nchw ? ct::DataFormat::kNCHW : ct::DataFormat::kNHWC;
@@ -1201,18 +1215,11 @@ int main(int argc, char** argv) {
       continue;
     }
     const int kind = i % 3;
-    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
-    const ct::cpu::CpuFilterPlan plan =
-        kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa)
-        : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa)
-                    : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+    const ct::cpu::CpuFilterPlan plan = FilterPlanOfKind(kind, p);
     const bool split = plan.all_taps && plan.panel_rows * plan.panel_cols < kh * kw;
     split_panels += split;
     column_panels += split && plan.panel_cols < kw;
-    const bool ok = split && (kind == 0   ? RunOne<float>(p, 1e-5, true)
-                              : kind == 1 ? RunOne<Eigen::half>(p, 1e-2, true)
-                                          : RunOne<Eigen::bfloat16>(p, 1e-2, true));
-    (ok ? passed : failed)++;
+    (split && RunFilterOfKind(kind, p) ? passed : failed)++;
   }
   std::printf("split all-taps panels: %d problems, %d of them by columns\n", split_panels,
               column_panels);
@@ -1237,16 +1244,9 @@ int main(int argc, char** argv) {
       continue;
     }
     const int kind = i % 3;
-    const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
-    const ct::cpu::CpuFilterPlan plan =
-        kind == 0   ? ct::cpu::PlanCpuBackpropFilter<float>(p, isa)
-        : kind == 1 ? ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa)
-                    : ct::cpu::PlanCpuBackpropFilter<Eigen::bfloat16>(p, isa);
+    const ct::cpu::CpuFilterPlan plan = FilterPlanOfKind(kind, p);
     panel_parts += plan.all_taps && plan.panel_parts > 1;
-    const bool ok = kind == 0   ? RunOne<float>(p, 1e-5, true)
-                    : kind == 1 ? RunOne<Eigen::half>(p, 1e-2, true)
-                                : RunOne<Eigen::bfloat16>(p, 1e-2, true);
-    (ok ? passed : failed)++;
+    (RunFilterOfKind(kind, p) ? passed : failed)++;
   }
   std::printf("all-taps panels in parts: %d problems of 9\n", panel_parts);
   (panel_parts >= 7 ? passed : failed)++;
