@@ -29,6 +29,7 @@
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
 #include "tf_custom_op/compute/cpu/memory_hints.h"
 #include "tf_custom_op/compute/cpu/plan.h"
+#include "tf_custom_op/compute/cpu/tap_geometry.h"
 #include "tf_custom_op/compute/cpu/ukernels/cpu_microkernel.h"
 
 namespace ct = conv2d_transpose;
@@ -1089,13 +1090,25 @@ int main(int argc, char** argv) {
   // infinities and NaNs in out_backprop, and half ones (their rows widened);
   // each one with elements must take that path under the chosen instruction
   // set, in both types. A quarter have rows of more than kTapsInPlaceSpan
-  // pixels, reduced in several spans.
+  // pixels, reduced in several spans. Float's lines come up copied between
+  // zero columns (padded), read in place with edge pixels of their own, and
+  // copied with edge pixels past the columns (explicit padding wider than
+  // the filter).
   int taps_in_place = 0, half_taps_in_place = 0, nonempty = 0, spans = 0;
+  int padded = 0, in_place_edges = 0, padded_edges = 0;
   for (int i = 0; i < 80; ++i) {
     ct::ConvProblem p;
     if (!TapsInPlaceProblem(&p, i % 4 == 3)) continue;
     nonempty += p.input_elements() != 0 && p.out_backprop_elements() != 0;
     spans += p.out_cols > ct::cpu::kTapsInPlaceSpan;
+    const ct::cpu::PaddedColumns pads = ct::cpu::TapsInPlaceColumns(p, false);
+    const bool edges =
+        p.pad_left > 0 || ct::cpu::InputCol(p, p.out_cols - 1, p.filter_cols - 1) >= p.in_cols;
+    const bool wide_pads =
+        p.pad_left > p.filter_cols - 1 || ct::cpu::InputCol(p, p.out_cols - 1, 0) >= p.in_cols;
+    padded += pads.left + pads.right > 0;
+    in_place_edges += pads.left + pads.right == 0 && edges;
+    padded_edges += pads.left + pads.right > 0 && wide_pads;
     const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
     taps_in_place += ct::cpu::PlanCpuBackpropFilter<float>(p, isa).taps_in_place;
     half_taps_in_place += ct::cpu::PlanCpuBackpropFilter<Eigen::half>(p, isa).taps_in_place;
@@ -1104,9 +1117,11 @@ int main(int argc, char** argv) {
     (RunOne<Eigen::half>(p, 1e-3, true) ? passed : failed)++;
   }
   std::printf(
-      "taps-in-place path: %d (half: %d) of %d problems with elements, %d of rows in spans\n",
-      taps_in_place, half_taps_in_place, nonempty, spans);
-  (taps_in_place == nonempty && half_taps_in_place == nonempty && nonempty >= 40 && spans >= 8
+      "taps-in-place path: %d (half: %d) of %d problems with elements, %d of rows in spans; "
+      "float lines padded %d, in place with edge pixels %d, padded with edge pixels %d\n",
+      taps_in_place, half_taps_in_place, nonempty, spans, padded, in_place_edges, padded_edges);
+  (taps_in_place == nonempty && half_taps_in_place == nonempty && nonempty >= 40 && spans >= 8 &&
+           padded >= 8 && in_place_edges >= 4 && padded_edges >= 2
        ? passed
        : failed)++;
   // bfloat16 filter gradients of the all-taps shape with 32 or more (tap,

@@ -907,24 +907,37 @@ class BackpropFilterTask {
 
   // The taps in place (plan.h): rows [r0, r1) of out_backprop (one group)
   // into acc[tap][ci][co]. Per out_backprop row, the filter rows whose input
-  // row lies inside (kh in [k0, k1)) are the lines of one call for the
-  // pixels [lo, hi) whose taps all read inside the input row, then of one
-  // for the pixels before lo and one for those from hi, whose few runs are
-  // copied into `edges` ([pixel][kh][kw][ci]) with zeros where a tap reads
-  // padding (0 * dy: NaN where dy is not finite, as the definition has it).
-  // Each element's terms come in that order, row after row. Half and
-  // bfloat16 read the out_backprop row and its input rows widened into
-  // scratch (each input row once per out_backprop row that reads it: a
-  // kernel of k rows at stride s widens it about k / s times; the all-taps
-  // panels had widened every value once per tap reading it, in calls of one
-  // filter row's run each).
+  // row lies inside (kh in [k0, k1)) are the lines of one call over the
+  // pixels whose taps all read inside those lines: float reads them in
+  // place, or copies them into `lines` between the zero columns of
+  // TapsInPlaceColumns (tap_geometry.h), the padding its edge pixels read;
+  // half and bfloat16 widen them into `lines` always. The pixels before and
+  // after (none with SAME or VALID padding where the columns are added)
+  // have their runs copied into `edges` ([pixel][kh][kw][ci], zeros where a
+  // tap reads padding) and take a call each. A zero times dy is NaN where
+  // dy is not finite, as the definition has it. Each element's terms come
+  // in that order, row after row; an input row is copied or widened once per
+  // out_backprop row reading it (about k / s times).
   void AccumulateTapsInPlace(int64_t r0, int64_t r1, Acc* acc, std::vector<Acc>* edges) const {
     const int64_t cin = p_.in_depth, cog = p_.out_depth, run = p_.filter_cols * cin;
-    const cpu::InsideColumns first = cpu::InsideColumnsFor(p_, 0);
-    const cpu::InsideColumns last = cpu::InsideColumnsFor(p_, p_.filter_cols - 1);
+    constexpr bool kWiden = !std::is_same_v<T, Acc>;
+    // q: p_ with the lines' geometry (panels_shape: dilation_cols 1).
+    const cpu::PaddedColumns pads = cpu::TapsInPlaceColumns(p_, kWiden);
+    const int64_t left = pads.left, right = pads.right;
+    ConvProblem q = p_;
+    q.in_cols += left + right;
+    q.pad_left -= left;
+    const cpu::InsideColumns first = cpu::InsideColumnsFor(q, 0);
+    const cpu::InsideColumns last = cpu::InsideColumnsFor(q, p_.filter_cols - 1);
     const int64_t lo = std::max(first.lo, last.lo);
     const int64_t hi = std::max(lo, std::min(first.hi, last.hi));
     const int64_t tap_row = run * cog;  // a filter row's sums
+    const int64_t line = q.in_cols * cin;
+    // Without columns to add, float reads the input rows where they lie.
+    const bool in_place = !kWiden && left == 0 && right == 0;
+    const int64_t x_line = in_place ? p_.dilation_rows * p_.in_cols * cin : line;
+    // Zeroed once: the rows below write only the columns between the pads.
+    std::vector<Acc> lines(in_place ? 0 : static_cast<size_t>(p_.filter_rows * line), Acc(0));
     edges->resize(static_cast<size_t>((lo + p_.out_cols - hi) * p_.filter_rows * run));
     cpu::TapOperands<Acc> o;
     o.pixel_stride = 1;
@@ -936,10 +949,10 @@ class BackpropFilterTask {
     const cpu::GenericKernelCall<Acc> tail_call{cpu::SelectTapKernel<Acc>(plan_.tail_block)};
     const int64_t whole = plan_.blocks * plan_.block;  // out channels in `block`s
     // Pixels [w0, w1) of the row dy, their runs from x, `stride` apart, the
-    // filter rows' `line` apart, in spans of kTapsInPlaceSpan pixels.
-    const auto reduce = [&](const Acc* dy, const Acc* x, int64_t stride, int64_t line, int64_t w0,
-                            int64_t w1, Acc* rows_acc) {
-      o.x_line_stride = line;
+    // filter rows' `line_stride` apart, in spans of kTapsInPlaceSpan pixels.
+    const auto reduce = [&](const Acc* dy, const Acc* x, int64_t stride, int64_t line_stride,
+                            int64_t w0, int64_t w1, Acc* rows_acc) {
+      o.x_line_stride = line_stride;
       for (int64_t a = w0; a < w1; a += cpu::kTapsInPlaceSpan) {
         const int64_t b = std::min(w1, a + cpu::kTapsInPlaceSpan);
         o.x = x + (a - w0) * stride;
@@ -951,30 +964,24 @@ class BackpropFilterTask {
                             plan_.tail_block, &o);
       }
     };
-    // The runs of pixels [w0, w1) of `lines` input rows from x (x_line
-    // apart) into dst, zero where a tap reads padding.
-    constexpr bool kWiden = !std::is_same_v<T, Acc>;
-    // Input rows of kh, kh + 1: in place, or one after the other widened.
-    const int64_t x_line = (kWiden ? 1 : p_.dilation_rows) * p_.in_cols * cin;
-    std::vector<Acc> wide_x, wide_dy;
-    if constexpr (kWiden) {
-      wide_x.resize(static_cast<size_t>(p_.filter_rows * p_.in_cols * cin));
-      wide_dy.resize(static_cast<size_t>(p_.out_cols * cog));
-    }
-    const auto copy_edge = [&](const Acc* x, int64_t lines, int64_t w0, int64_t w1, Acc* dst) {
+    // The runs of pixels [w0, w1) of `count` lines from x into dst, zero
+    // where a tap reads past them.
+    const auto copy_edge = [&](const Acc* x, int64_t count, int64_t w0, int64_t w1, Acc* dst) {
       for (int64_t ow = w0; ow < w1; ++ow) {
-        for (int64_t line = 0; line < lines; ++line) {
+        for (int64_t k = 0; k < count; ++k) {
           for (int64_t kw = 0; kw < p_.filter_cols; ++kw, dst += cin) {
-            const int64_t col = cpu::InputCol(p_, ow, kw);
-            if (col < 0 || col >= p_.in_cols) {
+            const int64_t col = cpu::InputCol(q, ow, kw);
+            if (col < 0 || col >= q.in_cols) {
               std::fill_n(dst, cin, Acc(0));
             } else {
-              std::copy_n(x + line * x_line + col * cin, cin, dst);
+              std::copy_n(x + k * x_line + col * cin, cin, dst);
             }
           }
         }
       }
     };
+    std::vector<Acc> wide_dy;
+    if constexpr (kWiden) wide_dy.resize(static_cast<size_t>(p_.out_cols * cog));
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p_.out_rows, oh = r % p_.out_rows;
       const T* dy = out_backprop_ + r * p_.out_cols * cog;
@@ -989,34 +996,41 @@ class BackpropFilterTask {
         }
       }
       if (k1 <= k0) continue;
-      const int64_t lines = k1 - k0;
+      const int64_t count = k1 - k0;
+      const int64_t width = p_.in_cols * cin;
       const T* row_x = input_ + ((n * p_.in_rows + cpu::InputRow(p_, oh, k0)) * p_.in_cols) * cin;
-      const Acc* x = nullptr;
+      const Acc* x = lines.data();
+      for (int64_t k = 0; k < count && !in_place; ++k) {
+        const T* src = row_x + k * p_.dilation_rows * width;
+        Acc* dst = lines.data() + k * line + left * cin;
+        if constexpr (kWiden) {
+          cpu::ConvertRow(src, width, dst);
+        } else {
+          std::copy_n(src, width, dst);
+        }
+      }
+      if constexpr (!kWiden) {
+        if (in_place) x = row_x;
+      }
       const Acc* dy_row = nullptr;
       if constexpr (kWiden) {
-        const int64_t width = p_.in_cols * cin;
-        for (int64_t line = 0; line < lines; ++line) {
-          cpu::ConvertRow(row_x + line * p_.dilation_rows * width, width,
-                          wide_x.data() + line * width);
-        }
         cpu::ConvertRow(dy, p_.out_cols * cog, wide_dy.data());
-        x = wide_x.data();
         dy_row = wide_dy.data();
       } else {
-        x = row_x;
         dy_row = dy;
       }
       Acc* rows_acc = acc + k0 * tap_row;
-      Acc* const right = edges->data() + lo * lines * run;
-      o.rows = lines * run;
-      copy_edge(x, lines, 0, lo, edges->data());
-      copy_edge(x, lines, hi, p_.out_cols, right);
+      o.rows = count * run;
       if (hi > lo) {
-        reduce(dy_row, x + cpu::InputCol(p_, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
+        reduce(dy_row, x + cpu::InputCol(q, lo, 0) * cin, p_.stride_cols * cin, x_line, lo, hi,
                rows_acc);
       }
-      reduce(dy_row, edges->data(), lines * run, run, 0, lo, rows_acc);
-      reduce(dy_row, right, lines * run, run, hi, p_.out_cols, rows_acc);
+      if (lo == 0 && hi == p_.out_cols) continue;
+      Acc* const after = edges->data() + lo * count * run;
+      copy_edge(x, count, 0, lo, edges->data());
+      copy_edge(x, count, hi, p_.out_cols, after);
+      reduce(dy_row, edges->data(), count * run, run, 0, lo, rows_acc);
+      reduce(dy_row, after, count * run, run, hi, p_.out_cols, rows_acc);
     }
   }
 

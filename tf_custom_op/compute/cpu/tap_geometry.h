@@ -220,6 +220,32 @@ inline InsideColumns InsideColumnsFor(const ConvProblem& p, int64_t kw) {
   return {lo, hi, shift};
 }
 
+// The zero columns the filter gradient's taps in place add to each side of
+// the input lines an out_backprop row reads (undilated columns): the padding
+// its edge pixels' taps read, at most filter_cols - 1 a side, so that one
+// call covers the row. Lines that are widened anyway always take them;
+// float ones are copied for them only where the edge pixels' own calls
+// would load and store more partial sums (run x out channels a side and
+// line) than the copy moves values (compute_bench, one thread, float32:
+// DCGAN 64->3, 192 values against 2 x 960, 0.79x the time; ENet 128x128
+// 16->16, 4096 against 768 on one side, copying took 1.12x); none, float
+// reads the lines where they lie.
+struct PaddedColumns {
+  int64_t left, right;
+};
+
+inline PaddedColumns TapsInPlaceColumns(const ConvProblem& p, bool widened) {
+  if (p.out_cols <= 0) return {0, 0};
+  const int64_t reach = p.filter_cols - 1;
+  const int64_t left = std::clamp<int64_t>(p.pad_left, 0, reach);
+  const int64_t right =
+      std::clamp<int64_t>(InputCol(p, p.out_cols - 1, reach) - (p.in_cols - 1), 0, reach);
+  const int64_t sides = (left > 0) + (right > 0);
+  const int64_t cost = sides * p.filter_cols * p.in_depth * p.out_depth;
+  if (!widened && cost < p.in_cols * p.in_depth) return {0, 0};
+  return {left, right};
+}
+
 }  // namespace cpu
 }  // namespace conv2d_transpose
 
