@@ -223,13 +223,13 @@ inline InsideColumns InsideColumnsFor(const ConvProblem& p, int64_t kw) {
 // The zero columns the filter gradient's taps in place add to each side of
 // the input lines an out_backprop row reads (undilated columns): the padding
 // its edge pixels' taps read, at most filter_cols - 1 a side, so that one
-// call covers the row. Lines that are widened anyway always take them;
-// float ones are copied for them only where the edge pixels' own calls
+// call covers the row. Lines that are widened anyway always take them.
+// Float copies its lines for them only where the edge pixels' own calls
 // would load and store more partial sums (run x out channels a side and
 // line) than the copy moves values (compute_bench, one thread, float32:
 // DCGAN 64->3, 192 values against 2 x 960, 0.79x the time; ENet 128x128
-// 16->16, 4096 against 768 on one side, copying took 1.12x); none, float
-// reads the lines where they lie.
+// 16->16, 4096 against 768 on one side, copying took 1.12x); elsewhere it
+// gets none and reads the lines where they lie.
 struct PaddedColumns {
   int64_t left, right;
 };
