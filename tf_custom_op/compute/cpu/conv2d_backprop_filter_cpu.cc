@@ -921,9 +921,9 @@ class BackpropFilterTask {
   void AccumulateTapsInPlace(int64_t r0, int64_t r1, Acc* acc, std::vector<Acc>* edges) const {
     const int64_t cin = p_.in_depth, cog = p_.out_depth, run = p_.filter_cols * cin;
     constexpr bool kWiden = !std::is_same_v<T, Acc>;
-    // q: p_ with the lines' geometry (panels_shape: dilation_cols 1).
     const cpu::PaddedColumns pads = cpu::TapsInPlaceColumns(p_, kWiden);
     const int64_t left = pads.left, right = pads.right;
+    // q: p_ with the lines' geometry (panels_shape: dilation_cols 1).
     ConvProblem q = p_;
     q.in_cols += left + right;
     q.pad_left -= left;
@@ -1000,17 +1000,19 @@ class BackpropFilterTask {
       const int64_t width = p_.in_cols * cin;
       const T* row_x = input_ + ((n * p_.in_rows + cpu::InputRow(p_, oh, k0)) * p_.in_cols) * cin;
       const Acc* x = lines.data();
-      for (int64_t k = 0; k < count && !in_place; ++k) {
-        const T* src = row_x + k * p_.dilation_rows * width;
-        Acc* dst = lines.data() + k * line + left * cin;
-        if constexpr (kWiden) {
-          cpu::ConvertRow(src, width, dst);
-        } else {
-          std::copy_n(src, width, dst);
-        }
-      }
       if constexpr (!kWiden) {
         if (in_place) x = row_x;
+      }
+      if (!in_place) {
+        for (int64_t k = 0; k < count; ++k) {
+          const T* src = row_x + k * p_.dilation_rows * width;
+          Acc* dst = lines.data() + k * line + left * cin;
+          if constexpr (kWiden) {
+            cpu::ConvertRow(src, width, dst);
+          } else {
+            std::copy_n(src, width, dst);
+          }
+        }
       }
       const Acc* dy_row = nullptr;
       if constexpr (kWiden) {
