@@ -698,9 +698,12 @@ int main(int argc, char** argv) {
     }
   }
   // bfloat16 input gradients with few input channels in one NHWC group and
-  // an even out_backprop depth (the scatter path under AMX, a padded block
-  // elsewhere): 60 of the random problems of that shape, and one image large
-  // enough for several tiles (taps landing across tile borders).
+  // an even out_backprop depth (the scatter path wherever the pair kernel
+  // runs, AMX or VDPBF16PS, and its (tap, channel) columns fit; a padded
+  // block elsewhere): 60 of the random problems of that shape, and one
+  // image large enough for several tiles (taps landing across tile
+  // borders). With the pair kernel at least 20 must take the path.
+  int bf16_scatter = 0;
   for (int accepted = 0; accepted < 60;) {
     ct::ConvProblem p;
     if (!RandomProblem(&p) || !p.nhwc() || p.groups != 1 || p.filter_in_depth >= 16 ||
@@ -708,8 +711,13 @@ int main(int argc, char** argv) {
       continue;
     }
     ++accepted;
+    bf16_scatter +=
+        ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, ct::cpu::IsaFacts::Chosen()).path ==
+        ct::cpu::Path::kScatterPairs;
     (RunOne<Eigen::bfloat16>(p, 1e-2, false) ? passed : failed)++;
   }
+  std::printf("bfloat16 scatter: %d of 60 problems\n", bf16_scatter);
+  if (ct::cpu::IsaFacts::Chosen().bf16_pairs) (bf16_scatter >= 20 ? passed : failed)++;
   // float, half and bfloat16 input gradients with 1-7 input channels in one
   // group, either layout (the float scatter path where the phase rows do not
   // take it): 90 problems, one in ten on an image of several tiles down (not
@@ -843,8 +851,10 @@ int main(int argc, char** argv) {
   (several_strides >= 40 ? passed : failed)++;
   // bfloat16 input gradients where every output pixel is one tap of one
   // out_backprop pixel (kernel = stride, no padding, the output a whole
-  // number of strides; the scatter path's direct form under AMX, which
-  // each must take there), a few with images of several tiles.
+  // number of strides; the scatter path's direct form, which each must take
+  // under AMX, and under VDPBF16PS each with fewer than 16 input channels or
+  // fewer 16-lane blocks of (tap, channel) columns than the taps' blocks of
+  // channels), a few with images of several tiles.
   int scatter_direct = 0;
   for (int i = 0; i < 40; ++i) {
     ct::ConvAttrs attrs;
@@ -869,7 +879,9 @@ int main(int argc, char** argv) {
     const ct::cpu::IsaFacts isa = ct::cpu::IsaFacts::Chosen();
     const bool direct = ct::cpu::PlanCpuBackpropInput<Eigen::bfloat16>(p, isa).scatter_direct;
     scatter_direct += direct;
-    if (isa.amx && !direct) {
+    const int64_t taps = sh * sw;
+    const bool fewer_blocks = (taps * cin + 15) / 16 < taps * ((cin + 15) / 16);
+    if ((isa.amx || (isa.bf16_pairs && (cin < 16 || fewer_blocks))) && !direct) {
       std::printf(
           "FAIL: stride %lldx%lld, %lldx%lld out_backprop, %lld -> %lld channels: not the "
           "direct scatter\n",

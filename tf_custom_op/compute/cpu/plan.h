@@ -326,6 +326,13 @@ inline bool PhaseGridPays(const ConvProblem& p, int64_t scatter_columns) {
 // is one tap of one out_backprop pixel, it takes the scatter path with more
 // channels too (scatter_direct: Z is the output; ESPNet 256x512's 20
 // channels, compute_bench 8.9-10.5 -> 7.1-8.0 ms against 16-lane blocks).
+// With VDPBF16PS instead of AMX there is no phase grid; fewer than 16
+// input channels take the scatter path too, ahead of the float paths
+// (compute_bench, one thread, bfloat16, ms: DCGAN's K5 s2 64->3 8.7 -> 5.1,
+// K4 s2 8 and 12 from 64 3.0 -> 2.0 and 5.0 -> 3.4, K3 s1 3 from 64 3.4 ->
+// 1.7), and more go direct where that takes fewer column blocks (ESPNet's
+// 20: 7.8 -> 5.5; 32 from 64, as many blocks, 1.49 -> 1.57 stays on the
+// pair path).
 template <typename T>
 CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   using Acc = typename Accumulator<T>::type;
@@ -334,15 +341,22 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   const int64_t cog = p.out_depth_per_group();
   // With AMX the pair path pays even for fewer than 16 input channels: the
   // tile product's idle lanes cost less than a narrow float block's FMAs.
-  const bool amx_pairs = std::is_same_v<T, Eigen::bfloat16> && isa.amx && cog % 2 == 0 &&
-                         !IsDepthwise(p, DepthwiseLayout::kAnyLayout);
+  const bool pairs = std::is_same_v<T, Eigen::bfloat16> && isa.bf16_pairs && cog % 2 == 0 &&
+                     !IsDepthwise(p, DepthwiseLayout::kAnyLayout);
+  const bool amx_pairs = pairs && isa.amx;
   const int64_t scatter_columns = p.filter_rows * p.filter_cols * cg;
   const int64_t phase_rows_block = PhaseRowsBlock<T>(p, isa.avx2);
   const bool one_tap_each = p.filter_rows == p.stride_rows && p.filter_cols == p.stride_cols &&
                             p.dilation_rows == 1 && p.dilation_cols == 1 && p.pad_top == 0 &&
                             p.pad_left == 0 && p.in_rows == p.out_rows * p.stride_rows &&
                             p.in_cols == p.out_cols * p.stride_cols;
-  const bool scatter_shape = amx_pairs && p.groups == 1 && p.nhwc() && (cg < 16 || one_tap_each) &&
+  // Without AMX (VDPBF16PS), 16 or more channels go direct only where the
+  // product has fewer 16-lane column blocks than the pair path's per-tap
+  // blocks of input channels.
+  const bool fewer_blocks =
+      (scatter_columns + 15) / 16 < p.filter_rows * p.filter_cols * ((cg + 15) / 16);
+  const bool scatter_shape = pairs && p.groups == 1 && p.nhwc() &&
+                             (cg < 16 || (one_tap_each && (isa.amx || fewer_blocks))) &&
                              scatter_columns <= kMaxScatterColumns;
   const bool phase_grid = amx_pairs && p.groups == 1 && p.nhwc() && cg < 16 && !one_tap_each &&
                           p.stride_rows * p.stride_cols * cg <= kMaxPhaseGridLanes &&

@@ -590,18 +590,22 @@ void DepthwiseInputRun(const DepthwiseInputOperands<Acc>& o) {
 }
 
 #if defined(__AVX512BF16__)
-// kRows rows x kBlocks 16-lane blocks of float accumulators; per pair of
-// channels one 32-bit broadcast of x and one VDPBF16PS per block.
+// kRows rows x kBlocks 16-lane blocks of float accumulators, starting at
+// zero or at acc's values; per pair of channels one 32-bit broadcast of x
+// and one VDPBF16PS per block.
 template <int kRows, int kBlocks>
 __attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, int64_t first,
-                                                    const uint32_t* w, int64_t acc_offset) {
+                                                    const uint32_t* w, int64_t acc_offset,
+                                                    bool zero) {
   const Eigen::bfloat16* x[kRows];
   float* acc[kRows];
   RowStarts(o, RowAt::Of(first, o.run), x, acc);
   for (int r = 0; r < kRows; ++r) acc[r] += acc_offset;
   __m512 a[kRows][kBlocks];
   for (int r = 0; r < kRows; ++r) {
-    for (int j = 0; j < kBlocks; ++j) a[r][j] = _mm512_loadu_ps(acc[r] + 16 * j);
+    for (int j = 0; j < kBlocks; ++j) {
+      a[r][j] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc[r] + 16 * j);
+    }
   }
   for (int64_t p = 0; p < o.pairs; ++p) {
     __m512bh wp[kBlocks];
@@ -624,25 +628,28 @@ __attribute__((always_inline)) inline void PairTile(const Bf16PairOperands& o, i
 template <int kBlocks>
 __attribute__((always_inline)) inline void PairRows(const Bf16PairOperands& o, int64_t r,
                                                     int64_t end, const uint32_t* w,
-                                                    int64_t acc_offset) {
-  for (; r + 8 <= end; r += 8) PairTile<8, kBlocks>(o, r, w, acc_offset);
-  if (r + 4 <= end) PairTile<4, kBlocks>(o, r, w, acc_offset), r += 4;
-  if (r + 2 <= end) PairTile<2, kBlocks>(o, r, w, acc_offset), r += 2;
-  if (r < end) PairTile<1, kBlocks>(o, r, w, acc_offset);
+                                                    int64_t acc_offset, bool zero) {
+  for (; r + 8 <= end; r += 8) PairTile<8, kBlocks>(o, r, w, acc_offset, zero);
+  if (r + 4 <= end) PairTile<4, kBlocks>(o, r, w, acc_offset, zero), r += 4;
+  if (r + 2 <= end) PairTile<2, kBlocks>(o, r, w, acc_offset, zero), r += 2;
+  if (r < end) PairTile<1, kBlocks>(o, r, w, acc_offset, zero);
 }
 
-// Rows [r, end) of every block, VDPBF16PS.
-inline void PairRowsAllBlocks(const Bf16PairOperands& o, int64_t r, int64_t end) {
+// Rows [r, end) of every block, VDPBF16PS, the sums starting at zero where
+// `zero` holds.
+inline void PairRowsAllBlocks(const Bf16PairOperands& o, int64_t r, int64_t end, bool zero) {
   int64_t j = 0;
-  for (; j + 2 <= o.blocks; j += 2) PairRows<2>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
-  for (; j < o.blocks; ++j) PairRows<1>(o, r, end, o.w + j * o.w_block_stride, 16 * j);
+  for (; j + 2 <= o.blocks; j += 2) {
+    PairRows<2>(o, r, end, o.w + j * o.w_block_stride, 16 * j, zero);
+  }
+  for (; j < o.blocks; ++j) PairRows<1>(o, r, end, o.w + j * o.w_block_stride, 16 * j, zero);
 }
 
-// Rows [r, end) of every block with the call's taps, VDPBF16PS: where the
-// call overwrites, the rows' sums zeroed first; then each tap's pairs
-// added, tap after tap.
+// Rows [r, end) of every block with the call's taps, VDPBF16PS, tap after
+// tap; where the call overwrites, the first tap's sums start at zero in
+// registers (a call with no taps writes zeros).
 inline void PairRowsTaps(const Bf16PairOperands& o, int64_t r, int64_t end) {
-  if (o.overwrite) {
+  if (o.overwrite && o.taps == 0) {
     for (int64_t i = r; i < end; ++i) {
       float* a = o.acc + i / o.run * o.acc_line_stride + i % o.run * o.acc_stride;
       std::fill(a, a + 16 * o.blocks, 0.0f);
@@ -652,7 +659,7 @@ inline void PairRowsTaps(const Bf16PairOperands& o, int64_t r, int64_t end) {
     Bf16PairOperands one = o;
     one.x += TapOffset(o.x_taps, t);
     one.w += TapOffset(o.w_taps, t);
-    PairRowsAllBlocks(one, r, end);
+    PairRowsAllBlocks(one, r, end, o.overwrite && t == 0);
   }
 }
 
