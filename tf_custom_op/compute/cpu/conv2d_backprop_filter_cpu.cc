@@ -22,6 +22,8 @@
 // slices up in order, so the bits do not depend on the thread count.
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -330,14 +332,21 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int6
       }
     }
   }
-  if (!kByRow && width == 16) {  // a pair's 16 words at once (the blocked out_backprop)
+  if (!kByRow && width >= 16) {
+    // 16 words at once (a block of out_backprop; an input panel's row in
+    // pieces, the last one overlapping the one before).
     for (int64_t q = 0; q < pairs; ++q) {
-      U16x16 even, odd{};
-      __builtin_memcpy(&even, src + 2 * q * src_stride, sizeof(even));
-      if (2 * q + 1 < pixels) __builtin_memcpy(&odd, src + (2 * q + 1) * src_stride, sizeof(odd));
-      U32x16 words;
-      PairWords(even, odd, &words);
-      __builtin_memcpy(dst + q * dst_stride, &words, sizeof(words));
+      for (int64_t c0 = 0; c0 < width; c0 += 16) {
+        const int64_t c = std::min(c0, width - 16);
+        U16x16 even, odd{};
+        __builtin_memcpy(&even, src + 2 * q * src_stride + c, sizeof(even));
+        if (2 * q + 1 < pixels) {
+          __builtin_memcpy(&odd, src + (2 * q + 1) * src_stride + c, sizeof(odd));
+        }
+        U32x16 words;
+        PairWords(even, odd, &words);
+        __builtin_memcpy(dst + q * dst_stride + c, &words, sizeof(words));
+      }
     }
     return;
   }
@@ -351,6 +360,99 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int6
   };
   for (int64_t q = 0; q < pairs; ++q) {
     for (int64_t c = q < whole_pairs ? whole_cols : 0; c < width; ++c) word(q, c);
+  }
+}
+
+// With AVX-512 (wherever the pair kernel runs): dst[c] = the word of
+// even[c] (low half) and odd[c] (zero where odd is null), c < n, 16 words
+// at a time, the last ones masked (no access past either row's end).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PairRow(const uint16_t* even,
+                                                                  const uint16_t* odd, int64_t n,
+                                                                  uint32_t* dst) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = n - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - c)) - 1);
+    const U16x16 lo = reinterpret_cast<U16x16>(_mm256_maskz_loadu_epi16(m, even + c));
+    const U16x16 hi =
+        odd == nullptr ? U16x16{} : reinterpret_cast<U16x16>(_mm256_maskz_loadu_epi16(m, odd + c));
+    U32x16 words;
+    PairWords(lo, hi, &words);
+    _mm512_mask_storeu_epi32(dst + c, m, reinterpret_cast<__m512i>(words));
+  }
+}
+
+// With AVX-512: dst[b][q][c] = the word of channel 16b + c of pixels 2q
+// (low half) and 2q + 1 (zero past the last pixel) of src, pixels
+// `src_stride` apart, b < blocks, blocks `block_stride` words apart: a
+// pixel pair's channels read once, in order (a block at a time, each pass
+// over the chunk had taken every cache line of it again).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PairPixels(const uint16_t* src,
+                                                                     int64_t src_stride,
+                                                                     int64_t pixels, int64_t blocks,
+                                                                     uint32_t* dst,
+                                                                     int64_t block_stride) {
+  for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
+    const uint16_t* even = src + 2 * q * src_stride;
+    const bool odd = 2 * q + 1 < pixels;
+    for (int64_t b = 0; b < blocks; ++b) {
+      U16x16 lo, hi{};
+      __builtin_memcpy(&lo, even + 16 * b, sizeof(lo));
+      if (odd) __builtin_memcpy(&hi, even + src_stride + 16 * b, sizeof(hi));
+      U32x16 words;
+      PairWords(lo, hi, &words);
+      __builtin_memcpy(dst + b * block_stride + 16 * q, &words, sizeof(words));
+    }
+  }
+}
+
+// The all-taps panel of PackInputAllTaps as the pair kernel reads it (not
+// by row): dst[q][m] = the word of panel values m of the chunk's pixels 2q
+// (low half) and 2q + 1 (zero past the last pixel), made straight from the
+// input where a tap row lies inside it (through `scratch`, two tap rows,
+// with zeros where it reads padding). bfloat16 only, with AVX-512.
+inline void PackInputAllTapsPairs(const ConvProblem& p, const Eigen::bfloat16* input, int64_t r0,
+                                  int64_t r1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1,
+                                  std::vector<uint16_t>* scratch, uint32_t* dst) {
+  const int64_t width = p.in_depth, cols = kw1 - kw0;
+  const int64_t tap_row = cols * width, panel = (kh1 - kh0) * tap_row;
+  const int64_t pixels = (r1 - r0) * p.out_cols;
+  const uint16_t* in = reinterpret_cast<const uint16_t*>(input);
+  scratch->resize(static_cast<size_t>(2 * tap_row));
+  // A chunk pixel: image n, out_backprop row oh and column ow.
+  struct Pixel {
+    int64_t n, oh, ow;
+  };
+  const auto next = [&](Pixel* x) {
+    if (++x->ow < p.out_cols) return;
+    x->ow = 0;
+    if (++x->oh == p.out_rows) x->oh = 0, ++x->n;
+  };
+  // A pixel's tap row kh: where it lies in the input, or built in `row`.
+  const auto source = [&](const Pixel& x, int64_t kh, uint16_t* row) -> const uint16_t* {
+    const int64_t n = x.n, h = cpu::InputRow(p, x.oh, kh);
+    const int64_t w0 = cpu::InputCol(p, x.ow, kw0);
+    const bool inside = h >= 0 && h < p.in_rows;
+    const uint16_t* src = in + (n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
+    if (inside && w0 >= 0 && w0 + cols <= p.in_cols) return src + w0 * width;
+    for (int64_t kw = 0; kw < cols; ++kw) {
+      if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
+        std::copy_n(src + (w0 + kw) * width, width, row + kw * width);
+      } else {
+        std::fill_n(row + kw * width, width, uint16_t{0});
+      }
+    }
+    return row;
+  };
+  Pixel even{r0 / p.out_rows, r0 % p.out_rows, 0};
+  for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
+    Pixel odd = even;
+    next(&odd);
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
+      PairRow(source(even, kh, scratch->data()),
+              2 * q + 1 < pixels ? source(odd, kh, scratch->data() + tap_row) : nullptr, tap_row,
+              dst + q * panel + (kh - kh0) * tap_row);
+    }
+    even = odd;
+    next(&even);
   }
 }
 
@@ -370,6 +472,7 @@ struct FilterPanels {
   std::vector<const T*> tap_sources;    // plan.flat's per-tap gather
   std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
   std::vector<T> zeros;                 // what it reads where that is padding
+  std::vector<uint16_t> tap_rows;       // PackInputAllTapsPairs' edge rows
 };
 
 // dst[j][q][c] = channel 16j + c of the values at sources[2q] (low half)
@@ -543,21 +646,16 @@ void ReduceTurnedTapPanel(const ConvProblem& p, const CpuFilterPlan& plan,
   cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{kernel}, s.x.data(), tap_acc, width / 16, 16, &o);
 }
 
-// The same with the pair kernel, the reduction over pixel pairs. The
-// out_backprop pairs are made on a chunk's first tap, the input's for every
-// panel.
+// The same with the pair kernel, the reduction over pixel pairs: the
+// chunk's out_backprop pairs made once (PackChunkOutBackprop), the input's
+// for every panel.
+// (With x_paired the input's pairs are in s->pairs_x already: the all-taps
+// panel not by row, PackInputAllTapsPairs.)
 template <typename T>
 void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
-                     int64_t pixels, int64_t width, int64_t taps, bool first_tap,
+                     int64_t pixels, int64_t width, int64_t taps, bool x_paired,
                      FilterPanels<T, float>* s, float* tap_acc) {
   const int64_t pairs = (pixels + 1) / 2;
-  if (first_tap) {
-    s->pairs_dy.resize(static_cast<size_t>(plan.blocks * pairs * plan.block));
-    for (int64_t b = 0; b < plan.blocks; ++b) {
-      InterleavePairs(s->raw_dy.data() + b * pixels * plan.block, plan.block, pixels, plan.block,
-                      s->pairs_dy.data() + b * pairs * plan.block, plan.block);
-    }
-  }
   const int64_t panel = taps * width;
   s->pairs_x.resize(static_cast<size_t>(pairs * panel));
   cpu::Bf16PairOperands o;
@@ -567,7 +665,9 @@ void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16P
     o.pixel_stride = 2 * pairs;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2, &o);
   } else {
-    InterleavePairs(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), panel);
+    if (!x_paired) {
+      InterleavePairs(s->raw_x.data(), panel, pixels, panel, s->pairs_x.data(), panel);
+    }
     o.pixel_stride = 2;
     cpu::Bf16PairKernelCall::SetReduction(pairs, 2 * panel, &o);
   }
@@ -754,12 +854,22 @@ class BackpropFilterTask {
                         kw0 = panel % across * plan_.panel_cols;
           const int64_t kh1 = std::min(p_.filter_rows, kh0 + plan_.panel_rows),
                         kw1 = std::min(p_.filter_cols, kw0 + plan_.panel_cols);
-          WithPanels(s, [&](auto*, auto* x) {
-            PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
-          });
-          AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), panel == panel0,
-                          r0 == row_begin, s,
-                          acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
+          const bool x_paired = plan_.path == Path::kBf16Pairs && !plan_.pairs_by_row;
+          if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+            if (x_paired) {
+              s->pairs_x.resize(
+                  static_cast<size_t>((pixels + 1) / 2 * (kh1 - kh0) * (kw1 - kw0) * p_.in_depth));
+              PackInputAllTapsPairs(p_, input_, r0, r1, kh0, kh1, kw0, kw1, &s->tap_rows,
+                                    s->pairs_x.data());
+            }
+          }
+          if (!x_paired) {
+            WithPanels(s, [&](auto*, auto* x) {
+              PackInputAllTaps(p_, input_, r0, r1, kh0, kh1, kw0, kw1, x);
+            });
+          }
+          AccumulatePanel(pixels, ci1 - ci0, (kh1 - kh0) * (kw1 - kw0), r0 == row_begin, x_paired,
+                          s, acc + ((kh0 * p_.filter_cols + kw0) * cg + ci0) * plan_.lanes);
         }
         continue;
       }
@@ -780,7 +890,7 @@ class BackpropFilterTask {
         PackTapInput(r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0, ci1, s);
         const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
                                              : (tap * cg + ci0) * plan_.lanes;
-        AccumulatePanel(pixels, ci1 - ci0, 1, tap == 0, r0 == row_begin, s, acc + offset);
+        AccumulatePanel(pixels, ci1 - ci0, 1, r0 == row_begin, false, s, acc + offset);
       }
     }
   }
@@ -1097,6 +1207,25 @@ class BackpropFilterTask {
         s->turned_dy = s->pairs_dy.data();
         return;
       }
+      if (plan_.path == Path::kBf16Pairs) {  // pairs_dy[b][q][lane]
+        const int64_t cog = p_.out_depth_per_group();
+        const int64_t pixels = (r1 - r0) * p_.out_cols, pairs = (pixels + 1) / 2;
+        s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
+        // Whole blocks of channels-last out_backprop pair up where they lie;
+        // otherwise they are packed into blocks first (zero past cog).
+        if (p_.nhwc() && cog % plan_.block == 0) {
+          PairPixels(reinterpret_cast<const uint16_t*>(out_backprop_) +
+                         r0 * p_.out_cols * p_.out_depth + g * cog,
+                     p_.out_depth, pixels, plan_.blocks, s->pairs_dy.data(), pairs * plan_.block);
+          return;
+        }
+        PackOutBackprop(p_, plan_, out_backprop_, r0, r1, g, s->raw_dy.data());
+        for (int64_t b = 0; b < plan_.blocks; ++b) {
+          InterleavePairs(s->raw_dy.data() + b * pixels * plan_.block, plan_.block, pixels,
+                          plan_.block, s->pairs_dy.data() + b * pairs * plan_.block, plan_.block);
+        }
+        return;
+      }
     }
     if (plan_.shared_packed) {
       s->packed_dy = packed_ + PackedOffset(r0, g);
@@ -1119,8 +1248,8 @@ class BackpropFilterTask {
 
   // The panel of `taps` taps, the first one's sums at tap_acc, along the
   // plan's path (first_chunk: the task's first chunk of rows).
-  void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_tap,
-                       bool first_chunk, FilterPanels<T, Acc>* s, Acc* tap_acc) const {
+  void AccumulatePanel(int64_t pixels, int64_t width, int64_t taps, bool first_chunk, bool x_paired,
+                       FilterPanels<T, Acc>* s, Acc* tap_acc) const {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       if (plan_.path == Path::kBf16Pairs && plan_.co_rows) {
         ReduceTurnedPanel(p_, plan_, pair_kernel_, pixels, width, s->turned_dy, s->pairs_x.data(),
@@ -1128,7 +1257,7 @@ class BackpropFilterTask {
         return;
       }
       if (plan_.path == Path::kBf16Pairs) {
-        ReducePairPanel(p_, plan_, pair_kernel_, pixels, width, taps, first_tap, s, tap_acc);
+        ReducePairPanel(p_, plan_, pair_kernel_, pixels, width, taps, x_paired, s, tap_acc);
         return;
       }
     }
