@@ -366,9 +366,9 @@ inline void InterleavePairs(const Eigen::bfloat16* src, int64_t src_stride, int6
 // With AVX-512 (wherever the pair kernel runs): dst[c] = the word of
 // even[c] (low half) and odd[c] (zero where odd is null), c < n, 16 words
 // at a time, the last ones masked (no access past either row's end).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PairRow(const uint16_t* even,
-                                                                  const uint16_t* odd, int64_t n,
-                                                                  uint32_t* dst) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void PairRow(const uint16_t* even,
+                                                                         const uint16_t* odd,
+                                                                         int64_t n, uint32_t* dst) {
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 m = n - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - c)) - 1);
     const U16x16 lo = reinterpret_cast<U16x16>(_mm256_maskz_loadu_epi16(m, even + c));
@@ -404,55 +404,96 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PairPixels(const uint1
   }
 }
 
+// A pixel of a chunk: image n, out_backprop row oh and column ow.
+struct ChunkPixel {
+  int64_t n, oh, ow;
+  void Next(const ConvProblem& p) {
+    if (++ow < p.out_cols) return;
+    ow = 0;
+    if (++oh == p.out_rows) oh = 0, ++n;
+  }
+};
+
+// The `cols` taps from kw0 of filter row kh that pixel x reads, in_depth
+// values each: where they lie in the input, or copied into `row` with
+// zeros where they read padding.
+inline const uint16_t* TapRowSource(const ConvProblem& p, const uint16_t* input,
+                                    const ChunkPixel& x, int64_t kh, int64_t kw0, int64_t cols,
+                                    uint16_t* row) {
+  const int64_t width = p.in_depth, h = cpu::InputRow(p, x.oh, kh);
+  const int64_t w0 = cpu::InputCol(p, x.ow, kw0);
+  const bool inside = h >= 0 && h < p.in_rows;
+  const uint16_t* src = input + (x.n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
+  if (inside && w0 >= 0 && w0 + cols <= p.in_cols) return src + w0 * width;
+  for (int64_t kw = 0; kw < cols; ++kw) {
+    if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
+      std::copy_n(src + (w0 + kw) * width, width, row + kw * width);
+    } else {
+      std::fill_n(row + kw * width, width, uint16_t{0});
+    }
+  }
+  return row;
+}
+
 // The all-taps panel of PackInputAllTaps as the pair kernel reads it (not
 // by row): dst[q][m] = the word of panel values m of the chunk's pixels 2q
 // (low half) and 2q + 1 (zero past the last pixel), made straight from the
 // input where a tap row lies inside it (through `scratch`, two tap rows,
-// with zeros where it reads padding). bfloat16 only, with AVX-512.
-inline void PackInputAllTapsPairs(const ConvProblem& p, const Eigen::bfloat16* input, int64_t r0,
-                                  int64_t r1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1,
-                                  std::vector<uint16_t>* scratch, uint32_t* dst) {
-  const int64_t width = p.in_depth, cols = kw1 - kw0;
-  const int64_t tap_row = cols * width, panel = (kh1 - kh0) * tap_row;
+// where it reads padding). bfloat16, with AVX-512 (the pair kernel's CPUs).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputAllTapsPairs(
+    const ConvProblem& p, const Eigen::bfloat16* input, int64_t r0, int64_t r1, int64_t kh0,
+    int64_t kh1, int64_t kw0, int64_t kw1, std::vector<uint16_t>* scratch, uint32_t* dst) {
+  const int64_t cols = kw1 - kw0, tap_row = cols * p.in_depth, panel = (kh1 - kh0) * tap_row;
   const int64_t pixels = (r1 - r0) * p.out_cols;
   const uint16_t* in = reinterpret_cast<const uint16_t*>(input);
   scratch->resize(static_cast<size_t>(2 * tap_row));
-  // A chunk pixel: image n, out_backprop row oh and column ow.
-  struct Pixel {
-    int64_t n, oh, ow;
-  };
-  const auto next = [&](Pixel* x) {
-    if (++x->ow < p.out_cols) return;
-    x->ow = 0;
-    if (++x->oh == p.out_rows) x->oh = 0, ++x->n;
-  };
-  // A pixel's tap row kh: where it lies in the input, or built in `row`.
-  const auto source = [&](const Pixel& x, int64_t kh, uint16_t* row) -> const uint16_t* {
-    const int64_t n = x.n, h = cpu::InputRow(p, x.oh, kh);
-    const int64_t w0 = cpu::InputCol(p, x.ow, kw0);
-    const bool inside = h >= 0 && h < p.in_rows;
-    const uint16_t* src = in + (n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
-    if (inside && w0 >= 0 && w0 + cols <= p.in_cols) return src + w0 * width;
-    for (int64_t kw = 0; kw < cols; ++kw) {
-      if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
-        std::copy_n(src + (w0 + kw) * width, width, row + kw * width);
-      } else {
-        std::fill_n(row + kw * width, width, uint16_t{0});
+  uint16_t* const even_row = scratch->data();
+  uint16_t* const odd_row = even_row + tap_row;
+  if (p.out_cols % 2 == 0) {
+    // Whole pairs in every row: per row and filter row, the pairs whose tap
+    // rows both lie inside the input step through it (no edge tests).
+    // Columns [lo, hi) read inside the input through every tap kw0..kw1-1.
+    const int64_t step = p.stride_cols * p.in_depth, row_pairs = p.out_cols / 2;
+    const int64_t lo = cpu::InsideColumnsFor(p, kw0).lo;
+    const int64_t hi = std::max(lo, cpu::InsideColumnsFor(p, kw1 - 1).hi);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.out_rows, oh = r % p.out_rows;
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const int64_t h = cpu::InputRow(p, oh, kh);
+        uint32_t* to = dst + (r - r0) * row_pairs * panel + (kh - kh0) * tap_row;
+        // Pairs [a, b) inside; the rest through TapRowSource.
+        const bool inside = h >= 0 && h < p.in_rows;
+        const int64_t a = inside ? std::min(row_pairs, (lo + 1) / 2) : 0;
+        const int64_t b = inside ? std::max(a, hi / 2) : 0;
+        if (a < b) {
+          const uint16_t* x =
+              in + ((n * p.in_rows + h) * p.in_cols + cpu::InputCol(p, 2 * a, kw0)) * p.in_depth;
+          for (int64_t q = a; q < b; ++q, x += 2 * step) {
+            PairRow(x, x + step, tap_row, to + q * panel);
+          }
+        }
+        for (int64_t part = 0; part < 2; ++part) {
+          for (int64_t q = part == 0 ? 0 : b; q < (part == 0 ? a : row_pairs); ++q) {
+            const ChunkPixel even{n, oh, 2 * q}, odd{n, oh, 2 * q + 1};
+            PairRow(TapRowSource(p, in, even, kh, kw0, cols, even_row),
+                    TapRowSource(p, in, odd, kh, kw0, cols, odd_row), tap_row, to + q * panel);
+          }
+        }
       }
     }
-    return row;
-  };
-  Pixel even{r0 / p.out_rows, r0 % p.out_rows, 0};
+    return;
+  }
+  ChunkPixel even{r0 / p.out_rows, r0 % p.out_rows, 0};
   for (int64_t q = 0; q < (pixels + 1) / 2; ++q) {
-    Pixel odd = even;
-    next(&odd);
+    ChunkPixel odd = even;
+    odd.Next(p);
     for (int64_t kh = kh0; kh < kh1; ++kh) {
-      PairRow(source(even, kh, scratch->data()),
-              2 * q + 1 < pixels ? source(odd, kh, scratch->data() + tap_row) : nullptr, tap_row,
-              dst + q * panel + (kh - kh0) * tap_row);
+      PairRow(TapRowSource(p, in, even, kh, kw0, cols, even_row),
+              2 * q + 1 < pixels ? TapRowSource(p, in, odd, kh, kw0, cols, odd_row) : nullptr,
+              tap_row, dst + q * panel + (kh - kh0) * tap_row);
     }
     even = odd;
-    next(&even);
+    even.Next(p);
   }
 }
 
