@@ -414,36 +414,46 @@ struct ChunkPixel {
   }
 };
 
-// The `cols` taps from kw0 of filter row kh that pixel x reads, in_depth
-// values each: where they lie in the input, or copied into `row` with
-// zeros where they read padding.
+// A panel's channels: `width` from input channel `first` (a group's range
+// [ci0, ci1) from g * cg + ci0). A pixel's tap row is `cols` taps of them,
+// which lie side by side in the input where cols is 1 or they are all of a
+// pixel's channels.
+struct PanelChannels {
+  int64_t first, width;
+};
+
+// The tap row of filter row kh, taps kw0.. that pixel x reads: where it lies
+// in the input, or copied into `row` with zeros where it reads padding.
 inline const uint16_t* TapRowSource(const ConvProblem& p, const uint16_t* input,
                                     const ChunkPixel& x, int64_t kh, int64_t kw0, int64_t cols,
-                                    uint16_t* row) {
-  const int64_t width = p.in_depth, h = cpu::InputRow(p, x.oh, kh);
-  const int64_t w0 = cpu::InputCol(p, x.ow, kw0);
+                                    PanelChannels c, uint16_t* row) {
+  const int64_t h = cpu::InputRow(p, x.oh, kh), w0 = cpu::InputCol(p, x.ow, kw0);
   const bool inside = h >= 0 && h < p.in_rows;
-  const uint16_t* src = input + (x.n * p.in_rows + (inside ? h : 0)) * p.in_cols * width;
-  if (inside && w0 >= 0 && w0 + cols <= p.in_cols) return src + w0 * width;
+  const uint16_t* src =
+      input + (x.n * p.in_rows + (inside ? h : 0)) * p.in_cols * p.in_depth + c.first;
+  if (inside && w0 >= 0 && w0 + cols <= p.in_cols) return src + w0 * p.in_depth;
   for (int64_t kw = 0; kw < cols; ++kw) {
     if (inside && w0 + kw >= 0 && w0 + kw < p.in_cols) {
-      std::copy_n(src + (w0 + kw) * width, width, row + kw * width);
+      std::copy_n(src + (w0 + kw) * p.in_depth, c.width, row + kw * c.width);
     } else {
-      std::fill_n(row + kw * width, width, uint16_t{0});
+      std::fill_n(row + kw * c.width, c.width, uint16_t{0});
     }
   }
   return row;
 }
 
-// The all-taps panel of PackInputAllTaps as the pair kernel reads it (not
-// by row): dst[q][m] = the word of panel values m of the chunk's pixels 2q
-// (low half) and 2q + 1 (zero past the last pixel), made straight from the
-// input where a tap row lies inside it (through `scratch`, two tap rows,
-// where it reads padding). bfloat16, with AVX-512 (the pair kernel's CPUs).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputAllTapsPairs(
+// An input panel (filter rows [kh0, kh1), columns [kw0, kw1), channels c)
+// as the pair kernel reads it (not by row): dst[q][m] = the word of panel
+// value m, m = ((kh - kh0) * cols + kw - kw0) * width + ci, of the chunk's
+// pixels 2q (low half) and 2q + 1 (zero past the last pixel), paired
+// straight from the input where a tap row lies inside it, else through
+// `scratch` (two tap rows). NHWC bfloat16, with AVX-512 (the pair kernel's
+// CPUs); the all-taps panel (every channel of one group) or one tap's.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputPairs(
     const ConvProblem& p, const Eigen::bfloat16* input, int64_t r0, int64_t r1, int64_t kh0,
-    int64_t kh1, int64_t kw0, int64_t kw1, std::vector<uint16_t>* scratch, uint32_t* dst) {
-  const int64_t cols = kw1 - kw0, tap_row = cols * p.in_depth, panel = (kh1 - kh0) * tap_row;
+    int64_t kh1, int64_t kw0, int64_t kw1, PanelChannels c, std::vector<uint16_t>* scratch,
+    uint32_t* dst) {
+  const int64_t cols = kw1 - kw0, tap_row = cols * c.width, panel = (kh1 - kh0) * tap_row;
   const int64_t pixels = (r1 - r0) * p.out_cols;
   const uint16_t* in = reinterpret_cast<const uint16_t*>(input);
   scratch->resize(static_cast<size_t>(2 * tap_row));
@@ -467,7 +477,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputAllTapsPairs(
         const int64_t b = inside ? std::max(a, hi / 2) : 0;
         if (a < b) {
           const uint16_t* x =
-              in + ((n * p.in_rows + h) * p.in_cols + cpu::InputCol(p, 2 * a, kw0)) * p.in_depth;
+              in + ((n * p.in_rows + h) * p.in_cols + cpu::InputCol(p, 2 * a, kw0)) * p.in_depth +
+              c.first;
           for (int64_t q = a; q < b; ++q, x += 2 * step) {
             PairRow(x, x + step, tap_row, to + q * panel);
           }
@@ -475,8 +486,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputAllTapsPairs(
         for (int64_t part = 0; part < 2; ++part) {
           for (int64_t q = part == 0 ? 0 : b; q < (part == 0 ? a : row_pairs); ++q) {
             const ChunkPixel even{n, oh, 2 * q}, odd{n, oh, 2 * q + 1};
-            PairRow(TapRowSource(p, in, even, kh, kw0, cols, even_row),
-                    TapRowSource(p, in, odd, kh, kw0, cols, odd_row), tap_row, to + q * panel);
+            PairRow(TapRowSource(p, in, even, kh, kw0, cols, c, even_row),
+                    TapRowSource(p, in, odd, kh, kw0, cols, c, odd_row), tap_row, to + q * panel);
           }
         }
       }
@@ -488,8 +499,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackInputAllTapsPairs(
     ChunkPixel odd = even;
     odd.Next(p);
     for (int64_t kh = kh0; kh < kh1; ++kh) {
-      PairRow(TapRowSource(p, in, even, kh, kw0, cols, even_row),
-              2 * q + 1 < pixels ? TapRowSource(p, in, odd, kh, kw0, cols, odd_row) : nullptr,
+      PairRow(TapRowSource(p, in, even, kh, kw0, cols, c, even_row),
+              2 * q + 1 < pixels ? TapRowSource(p, in, odd, kh, kw0, cols, c, odd_row) : nullptr,
               tap_row, dst + q * panel + (kh - kh0) * tap_row);
     }
     even = odd;
@@ -513,7 +524,7 @@ struct FilterPanels {
   std::vector<const T*> tap_sources;    // plan.flat's per-tap gather
   std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
   std::vector<T> zeros;                 // what it reads where that is padding
-  std::vector<uint16_t> tap_rows;       // PackInputAllTapsPairs' edge rows
+  std::vector<uint16_t> tap_rows;       // PackInputPairs' edge rows
 };
 
 // dst[j][q][c] = channel 16j + c of the values at sources[2q] (low half)
@@ -690,8 +701,8 @@ void ReduceTurnedTapPanel(const ConvProblem& p, const CpuFilterPlan& plan,
 // The same with the pair kernel, the reduction over pixel pairs: the
 // chunk's out_backprop pairs made once (PackChunkOutBackprop), the input's
 // for every panel.
-// (With x_paired the input's pairs are in s->pairs_x already: the all-taps
-// panel not by row, PackInputAllTapsPairs.)
+// (With x_paired the input's pairs are in s->pairs_x already: panels not
+// by row, PackInputPairs.)
 template <typename T>
 void ReducePairPanel(const ConvProblem& p, const CpuFilterPlan& plan, cpu::Bf16PairKernel kernel,
                      int64_t pixels, int64_t width, int64_t taps, bool x_paired,
@@ -900,8 +911,8 @@ class BackpropFilterTask {
             if (x_paired) {
               s->pairs_x.resize(
                   static_cast<size_t>((pixels + 1) / 2 * (kh1 - kh0) * (kw1 - kw0) * p_.in_depth));
-              PackInputAllTapsPairs(p_, input_, r0, r1, kh0, kh1, kw0, kw1, &s->tap_rows,
-                                    s->pairs_x.data());
+              PackInputPairs(p_, input_, r0, r1, kh0, kh1, kw0, kw1, {0, p_.in_depth}, &s->tap_rows,
+                             s->pairs_x.data());
             }
           }
           if (!x_paired) {
@@ -927,11 +938,22 @@ class BackpropFilterTask {
           continue;
         }
       }
+      // The pair kernel's panels not by row are paired as they are gathered.
+      const bool x_paired = plan_.path == Path::kBf16Pairs && !plan_.pairs_by_row &&
+                            !plan_.co_rows && !plan_.turned_panels && p_.nhwc();
       for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
-        PackTapInput(r0, r1, g, tap / p_.filter_cols, tap % p_.filter_cols, ci0, ci1, s);
+        const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
+        if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+          if (x_paired) {
+            s->pairs_x.resize(static_cast<size_t>((pixels + 1) / 2 * (ci1 - ci0)));
+            PackInputPairs(p_, input_, r0, r1, kh, kh + 1, kw, kw + 1, {g * cg + ci0, ci1 - ci0},
+                           &s->tap_rows, s->pairs_x.data());
+          }
+        }
+        if (!x_paired) PackTapInput(r0, r1, g, kh, kw, ci0, ci1, s);
         const int64_t offset = plan_.co_rows ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
                                              : (tap * cg + ci0) * plan_.lanes;
-        AccumulatePanel(pixels, ci1 - ci0, 1, r0 == row_begin, false, s, acc + offset);
+        AccumulatePanel(pixels, ci1 - ci0, 1, r0 == row_begin, x_paired, s, acc + offset);
       }
     }
   }
