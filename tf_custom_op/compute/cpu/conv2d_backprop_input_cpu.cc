@@ -170,6 +170,7 @@ void AccumulateDense(const ConvProblem& p, const CpuInputPlan& plan, const Tile<
     o.rows = tap.lines * tap.run;
     o.x_line_stride = dy.cols * p.out_depth;
     o.acc_line_stride = p.stride_rows * t.row_stride;
+    o.overwrite = plan.one_tap;
     const typename Call::X* x = dy.Pixel(tap.oh0, tap.ow0, p.out_depth);
     for (int64_t g = 0; g < p.groups; ++g) {
       const int64_t w_offset = ((g * p.filter_rows + tap.kh) * p.filter_cols + tap.kw) * packed_tap;
@@ -619,10 +620,10 @@ class BackpropInputTask {
   }
 
   // Locates the tile of region r and zeroes its accumulators (except on the
-  // depthwise and tap-run paths, which write every one): a window of the
+  // depthwise, tap-run and one-tap paths, which write every one): a window of the
   // output when accumulating in place, else the separate tile at `buffer`.
   Tile<Acc> StartTile(const TileRegion& r, Acc* buffer) const {
-    const bool zero = plan_.path != Path::kDepthwise && !plan_.tap_runs;
+    const bool zero = plan_.path != Path::kDepthwise && !plan_.tap_runs && !plan_.one_tap;
     if (!plan_.accumulate_in_place) {
       if (zero)
         std::fill(buffer, buffer + plan_.tile_rows * plan_.tile_cols * plan_.row_length, Acc(0));

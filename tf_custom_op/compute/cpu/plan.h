@@ -134,6 +134,10 @@ struct CpuInputPlan {
   // went through memory once per tap (AMX: stride1 56x56 ran 1.85x faster
   // without those loads and stores).
   bool tap_runs;
+  // kGeneric and kBf16Pairs per tap where every output pixel is one tap of
+  // one out_backprop pixel (one_tap_each below): each call overwrites its
+  // sums, and the tile needs no zeroing.
+  bool one_tap;
   // kScatterPairs and kScatter: the (tap, input channel) columns of the
   // product, in blocks of 16 (the last one padded).
   int64_t scatter_blocks;
@@ -439,6 +443,8 @@ CpuInputPlan PlanCpuBackpropInput(const ConvProblem& p, IsaFacts isa) {
   const int64_t phase_pixels = plan.tile_cols / p.stride_cols;
   plan.tap_runs = (plan.path == Path::kGeneric && phase_pixels >= kMinTapRunPixels) ||
                   (plan.path == Path::kBf16Pairs && isa.amx && phase_pixels >= kMinAmxTapRunPixels);
+  plan.one_tap = one_tap_each && !plan.tap_runs &&
+                 (plan.path == Path::kGeneric || plan.path == Path::kBf16Pairs);
   plan.accumulate_in_place = std::is_same_v<T, Acc> && p.nhwc() && plan.row_length == p.in_depth;
   // The pair kernel takes T (bfloat16) itself; the others take Acc.
   plan.read_dy_in_place = p.nhwc() && (plan.path == Path::kBf16Pairs ||
