@@ -1276,7 +1276,7 @@ class BackpropFilterTask {
         s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
         // Whole blocks of channels-last out_backprop pair up where they lie;
         // otherwise they are packed into blocks first (zero past cog).
-        if (p_.nhwc() && cog % plan_.block == 0) {
+        if (p_.nhwc() && plan_.block == 16 && cog % 16 == 0) {
           PairPixels(reinterpret_cast<const uint16_t*>(out_backprop_) +
                          r0 * p_.out_cols * p_.out_depth + g * cog,
                      p_.out_depth, pixels, plan_.blocks, s->pairs_dy.data(), pairs * plan_.block);
