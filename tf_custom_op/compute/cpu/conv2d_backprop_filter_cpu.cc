@@ -812,9 +812,11 @@ class BackpropFilterTask {
     FilterPanels<T, Acc> s;
     if ((plan_.co_rows && !plan_.turned_panels) || plan_.taps_in_place) {
       // No panels, or (turned pairs) panels sized per chunk.
-    } else if (plan_.path == Path::kBf16Pairs) {
-      s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
-      s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
+    } else if (plan_.path == Path::kBf16Pairs) {  // the T panels that are paired later
+      if (!DyPairedInPlace()) s.raw_dy.resize(static_cast<size_t>(chunk_pixels * plan_.lanes));
+      if (!InputPairedAsGathered()) {
+        s.raw_x.resize(static_cast<size_t>(chunk_pixels * plan_.panel_width(p_)));
+      }
     } else {
       if (!plan_.shared_packed) {
         s.dy.resize(static_cast<size_t>(chunk_pixels * plan_.packed_lanes(p_)));
@@ -906,7 +908,7 @@ class BackpropFilterTask {
                         kw0 = panel % across * plan_.panel_cols;
           const int64_t kh1 = std::min(p_.filter_rows, kh0 + plan_.panel_rows),
                         kw1 = std::min(p_.filter_cols, kw0 + plan_.panel_cols);
-          const bool x_paired = plan_.path == Path::kBf16Pairs && !plan_.pairs_by_row;
+          const bool x_paired = InputPairedAsGathered();
           if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
             if (x_paired) {
               s->pairs_x.resize(
@@ -938,9 +940,7 @@ class BackpropFilterTask {
           continue;
         }
       }
-      // The pair kernel's panels not by row are paired as they are gathered.
-      const bool x_paired = plan_.path == Path::kBf16Pairs && !plan_.pairs_by_row &&
-                            !plan_.co_rows && !plan_.turned_panels && p_.nhwc();
+      const bool x_paired = InputPairedAsGathered();
       for (int64_t tap = 0; tap < p_.filter_rows * p_.filter_cols; ++tap) {
         const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
         if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
@@ -956,6 +956,19 @@ class BackpropFilterTask {
         AccumulatePanel(pixels, ci1 - ci0, 1, r0 == row_begin, x_paired, s, acc + offset);
       }
     }
+  }
+
+  // The pair path (not co_rows) pairs channels-last out_backprop in whole
+  // 16-lane blocks where it lies, else it packs them into raw_dy first.
+  bool DyPairedInPlace() const {
+    return plan_.path == Path::kBf16Pairs && !plan_.co_rows && p_.nhwc() && plan_.block == 16 &&
+           p_.out_depth_per_group() % 16 == 0;
+  }
+
+  // The pair path's NHWC input panels not by row (all-taps or per tap) are
+  // paired as they are gathered (PackInputPairs), else gathered into raw_x.
+  bool InputPairedAsGathered() const {
+    return plan_.path == Path::kBf16Pairs && !plan_.pairs_by_row && !plan_.co_rows && p_.nhwc();
   }
 
   // Where the chunk of slice `slice` from row r0 lies in the shared turned
@@ -1276,7 +1289,7 @@ class BackpropFilterTask {
         s->pairs_dy.resize(static_cast<size_t>(plan_.blocks * pairs * plan_.block));
         // Whole blocks of channels-last out_backprop pair up where they lie;
         // otherwise they are packed into blocks first (zero past cog).
-        if (p_.nhwc() && plan_.block == 16 && cog % 16 == 0) {
+        if (DyPairedInPlace()) {
           PairPixels(reinterpret_cast<const uint16_t*>(out_backprop_) +
                          r0 * p_.out_cols * p_.out_depth + g * cog,
                      p_.out_depth, pixels, plan_.blocks, s->pairs_dy.data(), pairs * plan_.block);
