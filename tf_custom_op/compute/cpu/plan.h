@@ -501,6 +501,13 @@ constexpr int64_t kSplitPanelChunkElements = int64_t{1} << 17;
 // one): a tap's block of 16 input channels, 16 KiB of them, stays in L1 while
 // every out channel's row passes over it.
 constexpr int64_t kTurnedChunkPixels = 256;
+// Under turned_panels a tap that reads padding at a row's edges reduces
+// over the columns inside, a run per row, where they are at least this many;
+// fewer, and its runs are whole rows, their few zero products included.
+// compute_bench, float32, two threads, medians of three: DCGAN 4x4 (runs of
+// 3 of 4 pixels) 30.0 ms with 2, 34.0 with 4; DCGAN 8x8 (7 of 8) 31.6 with 2,
+// 31.4 with 4, 33.6 with 16.
+constexpr int64_t kMinInsideRunPixels = 2;
 // Out channels of a group from which CpuFilterPlan::turned_panels is taken
 // where in_place also applies. compute_bench, float32, one thread, against
 // in place: U-Net 64x64 (256 out channels) 0.77x the time, pix2pix (128)
@@ -673,10 +680,10 @@ struct CpuFilterPlan {
   // output itself). Before in_place where both apply.
   bool taps_in_place;
   int64_t tail_block, tail_blocks;
-  // float and half (widened) on AVX2, NHWC, a gather per tap (not all_taps
-  // or taps_in_place, and in place where a group has fewer than
-  // kMinTurnedRows out channels), input channels of a group in whole 16-lane
-  // blocks: the product turned around as under co_rows (acc[co][ci]; block,
+  // float and half (widened) on AVX2, float on AVX-512, NHWC, a gather per
+  // tap (not all_taps or taps_in_place, nor in place: see in_place), input
+  // channels of a group in whole 16-lane blocks: the product turned around
+  // as under co_rows (acc[co][ci]; block,
   // blocks and lanes count input channels), with panels. Each chunk's
   // out_backprop is turned once for every tap, [co][pixel], and the
   // micro-kernel's rows are the out channels, each broadcasting its own run
@@ -692,7 +699,11 @@ struct CpuFilterPlan {
   // 4x4 0.97x, U-Net 32x32 0.99x. bfloat16 keeps the panels not turned
   // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of
   // 128 pixels ran 1.01-1.02x the panels' time, of 512 the same as 256 at
-  // best, slower in the median.)
+  // best, slower in the median.) Each tap reduces only over the pixels whose
+  // tap reads inside the input (AccumulateTurnedTap). On AVX-512 (float32,
+  // two threads, three alternated rounds, against the panels not turned,
+  // which reduce over the padding's zeros too): DCGAN 4x4 0.79-0.85x the time,
+  // DCGAN 8x8 0.88x, stride1 14x14 0.94-0.95x, U-Net 32x32 0.93-0.96x.
   bool turned_panels;
   // The chunks' scratch budget (kChunkElements or kSmallChunkElements).
   int64_t chunk_elements;
@@ -840,13 +851,18 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
                   (p.out_cols >= kMinInPlaceCols ||
                    (std::is_same_v<T, float> && p.out_cols >= kMinGroupedCols &&
                     p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth));
-  // Where out_backprop has kMinTurnedRows channels or more, the turned panels
-  // beat the in-place path (its broadcasts read out_backprop where it lies,
-  // a channel per pixel from pixels out_depth apart).
-  const bool turned_shape = (std::is_same_v<T, float> || std::is_same_v<T, Eigen::half>) &&
-                            isa.avx2 && !depthwise && p.nhwc() && cg % 16 == 0 &&
-                            !plan.taps_in_place && !panels_shape;
-  if (turned_shape && cog >= kMinTurnedRows) plan.in_place = false;
+  // On AVX2, where out_backprop has kMinTurnedRows channels or more, the
+  // turned panels beat the in-place path (its broadcasts read out_backprop
+  // where it lies, a channel per pixel from pixels out_depth apart). On
+  // AVX-512 the in-place path keeps them (compute_bench, float32, two
+  // threads, turned against in place: pix2pix 1.09x the time, U-Net 64x64
+  // 1.04x, DCGAN 16x16 1.00x), and half keeps its panels (turned: U-Net
+  // 32x32 1.41x the time, stride1 14x14 1.15x).
+  const bool turned_isa = std::is_same_v<T, float> ? isa.avx2 || isa.avx512
+                                                   : std::is_same_v<T, Eigen::half> && isa.avx2;
+  const bool turned_shape =
+      turned_isa && !depthwise && p.nhwc() && cg % 16 == 0 && !plan.taps_in_place && !panels_shape;
+  if (turned_shape && cog >= kMinTurnedRows && !isa.avx512) plan.in_place = false;
   plan.in_place_rows =
       p.out_cols >= kMinInPlaceCols
           ? 1
