@@ -135,7 +135,7 @@ void PackOutBackprop(const ConvProblem& p, const CpuFilterPlan& plan, const T* o
 // packed[b][pixel][lane] = input[pixel that tap (kh, kw) reads for that
 // out_backprop pixel][g*cg + ci0 + 16b + lane]; zero where the tap reads
 // padding at a row's edges, left as it was on rows whose tap reads a padding
-// row (the reduction skips those: AccumulateTurnedTap).
+// row (the reduction skips those: AccumulateInsideTap).
 template <typename T, typename D>
 void PackInputBlocksForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
                            int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, D* packed) {
@@ -176,10 +176,12 @@ void PackInputBlocksForTap(const ConvProblem& p, const T* input, int64_t r0, int
 
 // packed[pixel][ci - ci0] = input[pixel that tap (kh, kw) reads for that
 // out_backprop pixel][g*cg + ci] for ci in [ci0, ci1); zero where the tap
-// reads padding.
+// reads padding, except on rows whose tap reads a padding row where
+// `padding_rows` is false (a reduction that skips them: AccumulateInsideTap).
 template <typename T, typename D>
 void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
-                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, D* packed) {
+                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, bool padding_rows,
+                     D* packed) {
   const int64_t cg = p.filter_in_depth;
   const int64_t width = ci1 - ci0;
   const int64_t plane = p.in_rows * p.in_cols;
@@ -190,7 +192,7 @@ void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r
     const int64_t h = cpu::InputRow(p, oh, kh);
     D* row = packed + (r - r0) * p.out_cols * width;
     if (h < 0 || h >= p.in_rows) {
-      std::fill(row, row + p.out_cols * width, D(0));
+      if (padding_rows) std::fill(row, row + p.out_cols * width, D(0));
       continue;
     }
     std::fill(row, row + cols.lo * width, D(0));
@@ -523,7 +525,7 @@ struct FilterPanels {
   std::vector<uint32_t> flat_x[2];      // plan.flat's input pairs, both phases
   std::vector<T> zeros;                 // what it reads where that is padding
   std::vector<uint16_t> tap_rows;       // PackInputPairs' edge rows
-  std::vector<int64_t> run_starts, run_lengths, x_taps, w_taps;  // AccumulateTurnedTap's
+  std::vector<int64_t> run_starts, run_lengths, x_taps, w_taps;  // AccumulateInsideTap's
 };
 
 // dst[j][q][c] = channel 16j + c of the values at sources[2q] (low half)
@@ -914,14 +916,15 @@ class BackpropFilterTask {
           continue;
         }
       }
-      if (plan_.turned_panels) {
-        const bool dy_finite = AllFinite(out_backprop_ + r0 * p_.out_cols * p_.out_depth,
-                                         (r1 - r0) * p_.out_cols * p_.out_depth);
+      if (plan_.path == Path::kGeneric) {  // a panel per tap
+        const bool dy_finite = PackedDyFinite(pixels, *s);
         for (int64_t tap = 0; tap < taps; ++tap) {
           const int64_t kh = tap / p_.filter_cols, kw = tap % p_.filter_cols;
           PackTapInput(r0, r1, g, kh, kw, ci0, ci1, s);
-          AccumulateTurnedTap(r0, r1, g, kh, kw, ci1 - ci0, r0 == row_begin, dy_finite, s,
-                              acc + tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0);
+          AccumulateInsideTap(
+              r0, r1, kh, kw, ci1 - ci0, r0 == row_begin, dy_finite, s,
+              acc + (plan_.turned_panels ? tap * p_.out_depth_per_group() * plan_.ci_lanes + ci0
+                                         : (tap * cg + ci0) * plan_.lanes));
         }
         continue;
       }
@@ -1234,22 +1237,26 @@ class BackpropFilterTask {
     }
   }
 
-  // One tap of the chunk of rows [r0, r1) under plan.turned_panels, its input
-  // packed (PackTapInput): the micro-kernel's rows are the group's out
-  // channels, each broadcasting its row of the turned out_backprop, its
-  // vectors the tap's blocks of 16 input channels, its reduction the chunk's
-  // pixels whose tap reads inside the input; acc[co][ci] (ci_lanes apart,
-  // tap_acc at the chunk's first input channel) added to or (`first_chunk`,
-  // the task's first) written. Those pixels lie in runs of the chunk's pixel
-  // index: a row's columns [lo, hi) where the tap reads padding at its edges
-  // (kMinInsideRunPixels or more of them), else whole rows, adjacent ones
-  // joined. Runs of one length are the taps of one call (x_taps, w_taps), the
-  // sums held in registers across them. Skipping the zero products cuts
-  // DCGAN's 5x5 stride-2 layers by 7-28% of their products (4x4 to 16x16)
-  // and stride1 14x14's 3x3 by 9%; a skipped pixel whose out_backprop holds
-  // an infinity or NaN still makes its sums NaN (PoisonNonFinite), as
-  // 0 * inf does.
-  void AccumulateTurnedTap(int64_t r0, int64_t r1, int64_t g, int64_t kh, int64_t kw, int64_t width,
+  // One tap of the chunk of rows [r0, r1) on the generic per-tap panels, its
+  // input packed (PackTapInput) and its out_backprop (packed_dy), the sums
+  // tap_acc's (at the chunk's first input channel) added to or
+  // (`first_chunk`, the task's first) written. The reduction runs only over
+  // the chunk's pixels whose tap reads inside the input, in runs of the
+  // chunk's pixel index: a row's columns [lo, hi) where the tap reads
+  // padding at its edges (kMinInsideRunPixels or more of them), else whole
+  // rows, adjacent ones joined. Runs of one length are the taps of one call
+  // (x_taps, w_taps), the sums held in registers across them. Skipping the
+  // zero products cuts DCGAN's 5x5 stride-2 layers by 7-28% of their
+  // products (4x4 to 16x16) and stride1 14x14's 3x3 by 9%; a skipped pixel
+  // whose out_backprop holds an infinity or NaN still makes its sums NaN,
+  // as 0 * inf does (`dy_finite`: none in the chunk's packed out_backprop).
+  // Under plan.turned_panels the micro-kernel's rows are the group's out
+  // channels, each broadcasting its row of the turned out_backprop
+  // ([co][pixel]), its vectors the tap's blocks of 16 input channels, the
+  // sums acc[co][ci] (ci_lanes apart); otherwise its rows are the input
+  // channels of the panel ([pixel][ci]), its vectors out_backprop's blocks
+  // ([block][pixel][lane]), the sums acc[ci][co] (lanes apart).
+  void AccumulateInsideTap(int64_t r0, int64_t r1, int64_t kh, int64_t kw, int64_t width,
                            bool first_chunk, bool dy_finite, FilterPanels<T, Acc>* s,
                            Acc* tap_acc) const {
     const int64_t oc = p_.out_cols, pixels = (r1 - r0) * oc;
@@ -1277,17 +1284,28 @@ class BackpropFilterTask {
         lengths.push_back(oc);
       }
     }
+    const bool turned = plan_.turned_panels;
+    const int64_t cog = p_.out_depth_per_group();
+    // Where the sums of out channel co, input channel ci + ci0 lie from
+    // tap_acc, and out_backprop's value of channel co at chunk pixel i in
+    // packed_dy.
+    const int64_t co_step = turned ? plan_.ci_lanes : 1, ci_step = turned ? 1 : plan_.lanes;
+    const auto dy_at = [&](int64_t co, int64_t i) {
+      return turned ? co * pixels + i
+                    : co / plan_.block * pixels * plan_.block + i * plan_.block + co % plan_.block;
+    };
     cpu::TapOperands<Acc> o;
-    o.x = s->packed_dy;
-    o.pixel_stride = pixels;
-    cpu::GenericKernelCall<Acc>::SetReduction(0, 1, &o);
-    o.w_step = 16;
-    o.w_block_stride = pixels * 16;
-    o.acc_stride = plan_.ci_lanes;
-    o.rows = p_.out_depth_per_group();
+    cpu::GenericKernelCall<Acc>::SetReduction(0, turned ? 1 : width, &o);
+    o.x = turned ? s->packed_dy : s->x.data();
+    o.pixel_stride = turned ? pixels : 1;
+    o.w_step = turned ? 16 : plan_.block;
+    o.w_block_stride = pixels * o.w_step;
+    o.acc_stride = turned ? plan_.ci_lanes : plan_.lanes;
+    o.rows = turned ? cog : width;
     o.run = o.rows;
     o.x_line_stride = 0;
     o.acc_line_stride = 0;
+    const int64_t x_step = turned ? 1 : width;
     bool overwrite = first_chunk;
     for (size_t i = 0; i < starts.size(); ++i) {
       const int64_t length = lengths[i];
@@ -1296,8 +1314,8 @@ class BackpropFilterTask {
       s->w_taps.clear();
       for (size_t j = i; j < starts.size(); ++j) {
         if (lengths[j] != length) continue;
-        s->x_taps.push_back(starts[j]);
-        s->w_taps.push_back(starts[j] * 16);
+        s->x_taps.push_back(starts[j] * x_step);
+        s->w_taps.push_back(starts[j] * o.w_step);
         lengths[j] = 0;
       }
       o.channels = length;
@@ -1305,26 +1323,47 @@ class BackpropFilterTask {
       o.x_taps = s->x_taps.data();
       o.w_taps = s->w_taps.data();
       o.overwrite = overwrite;
-      cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s->x.data(), tap_acc,
-                          width / 16, 16, &o);
+      if (turned) {
+        cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s->x.data(), tap_acc,
+                            width / 16, 16, &o);
+      } else {
+        cpu::CallOverBlocks(cpu::GenericKernelCall<Acc>{tap_kernel_}, s->packed_dy, tap_acc,
+                            plan_.blocks, plan_.block, &o);
+      }
       overwrite = false;
     }
     if (overwrite) {  // no pixel of the chunk reads inside: the sums are zero
-      for (int64_t co = 0; co < o.rows; ++co) {
-        std::fill_n(tap_acc + co * plan_.ci_lanes, width, Acc(0));
+      for (int64_t co = 0; co < cog; ++co) {
+        for (int64_t ci = 0; ci < width; ++ci) tap_acc[co * co_step + ci * ci_step] = Acc(0);
       }
     }
     if (dy_finite) return;
-    const Poisoned poisoned{tap_acc, plan_.ci_lanes, 1, width};
+    const auto poison = [&](int64_t i0, int64_t i1) {  // chunk pixels [i0, i1), skipped
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t co = 0; co < cog; ++co) {
+          if (std::isfinite(s->packed_dy[dy_at(co, i)])) continue;
+          for (int64_t ci = 0; ci < width; ++ci) {
+            tap_acc[co * co_step + ci * ci_step] = std::numeric_limits<Acc>::quiet_NaN();
+          }
+        }
+      }
+    };
     for (int64_t r = r0; r < r1; ++r) {
-      const T* dy = out_backprop_ + r * oc * p_.out_depth + g * o.rows;
+      const int64_t first = (r - r0) * oc;
       if (!inside_row(r)) {
-        PoisonNonFinite(dy, 0, oc, poisoned);
+        poison(first, first + oc);
       } else if (by_row) {
-        PoisonNonFinite(dy, 0, cols.lo, poisoned);
-        PoisonNonFinite(dy, cols.hi, oc, poisoned);
+        poison(first, first + cols.lo);
+        poison(first + cols.hi, first + oc);
       }
     }
+  }
+
+  // Whether the chunk's packed out_backprop (packed_dy, as
+  // AccumulateInsideTap reads it) holds no infinity or NaN.
+  bool PackedDyFinite(int64_t pixels, const FilterPanels<T, Acc>& s) const {
+    const int64_t lanes = plan_.turned_panels ? p_.out_depth_per_group() : plan_.lanes;
+    return AllFinite(s.packed_dy, pixels * lanes);
   }
 
   // Tap (kh, kw)'s input values of the chunk in the form the plan's path
@@ -1342,8 +1381,9 @@ class BackpropFilterTask {
     if (plan_.turned_panels) {
       return PackInputBlocksForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s->x.data());
     }
-    WithPanels(
-        s, [&](auto*, auto* x) { PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x); });
+    WithPanels(s, [&](auto*, auto* x) {
+      PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, plan_.path != Path::kGeneric, x);
+    });
   }
 
   // The chunk's out_backprop in the form the plan's path reads.

@@ -700,7 +700,7 @@ struct CpuFilterPlan {
   // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of
   // 128 pixels ran 1.01-1.02x the panels' time, of 512 the same as 256 at
   // best, slower in the median.) Each tap reduces only over the pixels whose
-  // tap reads inside the input (AccumulateTurnedTap). On AVX-512 (float32,
+  // tap reads inside the input (AccumulateInsideTap). On AVX-512 (float32,
   // two threads, three alternated rounds, against the panels not turned,
   // which reduce over the padding's zeros too): DCGAN 4x4 0.79-0.85x the time,
   // DCGAN 8x8 0.88x, stride1 14x14 0.94-0.95x, U-Net 32x32 0.93-0.96x.
