@@ -537,13 +537,17 @@ constexpr int64_t kMinInPlaceCols = 48;
 // 13.9-14.3. Deeper tensors put a pixel's channels 1 KiB or more apart, and
 // a group's pixels then fall on few L1 sets (14x14 256->256 stride 1: 66 ->
 // 73 ms); narrower rows gained nothing (8x8 and 4x4 128->128) or lost
-// (7x7 128->32: 1.0 -> 1.2 ms).
+// (7x7 128->32: 1.0 -> 1.2 ms). Groups of 96 pixels rather than 48 (up to 6
+// rows rather than 4; compute_bench, float32, one thread, AVX-512 EPYC,
+// medians of four alternated rounds): DCGAN 16x16 128->64 69.7 -> 66.1 ms,
+// 32x32 64->32 K4 11.4 -> 11.2, 28x28 64->64 stride 1 5.6 -> 4.9, 14x14
+// 128->128 stride 1 19.3 -> 18.8.
 constexpr int64_t kMinGroupedCols = 14;
 constexpr int64_t kMaxGroupedDepth = 128;
-constexpr int64_t kInPlaceGroupPixels = 48;
+constexpr int64_t kInPlaceGroupPixels = 96;
 // At most this many rows a group (the call's tap offsets live on the stack;
-// kInPlaceGroupPixels / kMinGroupedCols rounded up is 4).
-constexpr int64_t kMaxInPlaceGroupRows = 4;
+// kInPlaceGroupPixels / kMinGroupedCols rounded up is 7).
+constexpr int64_t kMaxInPlaceGroupRows = 6;
 // Half and bfloat16 go in place only where the input rows an out_backprop
 // row reads take at most this much widened (see in_place).
 constexpr int64_t kMaxWidenedRowsBytes = int64_t{64} << 10;
