@@ -5,10 +5,11 @@ import json
 import re
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_conv2d_transpose import benchmark, benchmark_e2e, cli
+from tf_conv2d_transpose import benchmark, benchmark_e2e, cli, testing
 
 # The bandwidth test's arrays in these tests (256 MiB in a real run).
 SMALL_STREAM = ["--stream-mib", "16"]
@@ -23,6 +24,30 @@ def test_grid_matches_names(name, config, _):
     assert (config.out_depth, config.in_depth) == (co, ci)
     kh, kw = config.filter_rows, config.filter_cols
     assert config.flops() == 2.0 * config.batch * rows * cols * co * kh * kw * ci / config.groups
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        testing.Conv2DTransposeConfig(2, 8, 8, 6, 4, 5, 5, (2, 2), padding="SAME"),
+        testing.Conv2DTransposeConfig(1, 7, 9, 4, 6, 3, 2, (1, 2), (2, 1), "SAME", groups=2),
+        testing.Conv2DTransposeConfig(1, 9, 6, 3, 5, 4, 3, (3, 1), padding="VALID"),
+        testing.Conv2DTransposeConfig(
+            2, 6, 7, 4, 4, 3, 3, (2, 1), (1, 2), "EXPLICIT", (2, 0, 1, 3), data_format="NCHW"
+        ),
+    ],
+    ids=["same-strided", "same-dilated-groups", "valid", "explicit-nchw"],
+)
+def test_inside_flops_count_the_products_that_land(config):
+    # The reference transposed convolution of all-ones operands puts, in
+    # each input pixel and channel, one per (out_backprop pixel, tap) landing
+    # there and per out channel of its group: twice their sum is the FLOPs
+    # of every product that reads inside the input.
+    filters = np.ones(config.filter_shape)
+    out_backprop = np.ones(config.out_backprop_shape)
+    landed = testing.reference_conv2d_backprop_input(config, filters, out_backprop).sum()
+    assert config.inside_flops() == 2.0 * landed
+    assert config.inside_flops() <= config.flops()
 
 
 def test_half_grid_is_dcgan_and_unet():

@@ -20,7 +20,10 @@ Roofline columns: the same process also measures the memory bandwidth
 (NumPy copy and add over 256 MiB arrays, one slice per core, best of a few);
 a layer's bound is max(FLOPs / sgemm peak, bytes / bandwidth), where bytes
 are the op's two inputs read once and its output written once, and "% of
-roofline" is that bound over the plugin's time. "Ceiling" is the built-in's
+roofline" is that bound over the plugin's time. FLOPs here (and in the GFLOP/s
+column) count only the products whose tap reads inside the input
+(:meth:`Conv2DTransposeConfig.inside_flops`): the padding's zeros add nothing,
+and a kernel that skips them has no more to compute. "Ceiling" is the built-in's
 time over the bound: the largest speed-up over the built-in that a kernel
 held to the roofline could show on this machine (the plugin computes every
 dtype with float32 FMAs, so the sgemm peak bounds its half types too; a
@@ -428,16 +431,15 @@ def _measure_shape(
     calls = _time_kinds(ops, sizes, a, dy, config.op_attrs(), repeats)
     ms = {kind: statistics.median(t) for kind, t in calls.items()}
     nbytes = bytes_moved(config, dtype)
-    bound, limit = roofline_ms(
-        config.flops(), nbytes, machine["sgemm_gflops"], machine["bandwidth_gbs"]
-    )
+    flops = config.inside_flops()
+    bound, limit = roofline_ms(flops, nbytes, machine["sgemm_gflops"], machine["bandwidth_gbs"])
     entry = {
         "op": which,
         "config": config.describe(),
         "dtype": dtype.name,
         "median_ms": ms,
         "timed_calls": {kind: len(t) for kind, t in calls.items()},
-        "plugin_gflops": config.flops() / (ms["plugin"] * 1e-3) / 1e9,
+        "plugin_gflops": flops / (ms["plugin"] * 1e-3) / 1e9,
         "bytes_moved": nbytes,
         "roofline_ms": bound,
         "roofline_bound": limit,

@@ -129,6 +129,29 @@ class Conv2DTransposeConfig:
             * (self.in_depth // self.groups)
         )
 
+    def inside_flops(self) -> float:
+        """The FLOPs of the products a kernel has to make: :meth:`flops` less
+        those where a tap reads the forward convolution's padding (a zero
+        there adds nothing)."""
+        pairs = []
+        for size, taps, stride, dilation, pads in (
+            (self.in_rows, self.filter_rows, self.stride[0], self.dilation[0], self.explicit[:2]),
+            (self.in_cols, self.filter_cols, self.stride[1], self.dilation[1], self.explicit[2:]),
+        ):
+            out, before, _ = forward_output_size(size, taps, stride, dilation, self.padding, pads)
+            # (output position, tap) pairs along this dimension that land inside.
+            pairs.append(
+                sum(
+                    1
+                    for o in range(max(out, 0))
+                    for k in range(taps)
+                    if 0 <= o * stride - before + k * dilation < size
+                )
+            )
+        return (
+            2.0 * self.batch * pairs[0] * pairs[1] * self.out_depth * (self.in_depth // self.groups)
+        )
+
     def describe(self) -> str:
         rows, cols = self.out_size()
         parts = [
