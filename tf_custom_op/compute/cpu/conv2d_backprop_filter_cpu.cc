@@ -976,10 +976,10 @@ class BackpropFilterTask {
   // The in-place path (plan.h): rows [r0, r1) of out_backprop, input
   // channels [ci0, ci1) of group g, into acc[tap][co][ci_lanes] (acc already
   // at ci0), one call per (row, tap), taps inner: the row of out_backprop and
-  // the input rows it reads stay in L1 while its taps pass. Narrow rows go
-  // in groups of plan.in_place_rows, one call per (group, tap) whose taps are
-  // the group's rows that read inside the input. (For rows of 48 pixels or
-  // more such groups measured slower: the rows no longer fit in L1.) Each
+  // the input rows it reads stay in L1 while its taps pass. Rows of fewer
+  // than kInPlaceGroupPixels pixels on shallow tensors go in groups of
+  // plan.in_place_rows, one call per (group, tap) whose taps are the group's
+  // rows that read inside the input (plan.h). Each
   // element sums rows, then pixels, in order; padding only poisons (a group's
   // poisoned sums are NaN before its call, and stay NaN).
   //
