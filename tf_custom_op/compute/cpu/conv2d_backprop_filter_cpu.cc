@@ -176,12 +176,12 @@ void PackInputBlocksForTap(const ConvProblem& p, const T* input, int64_t r0, int
 
 // packed[pixel][ci - ci0] = input[pixel that tap (kh, kw) reads for that
 // out_backprop pixel][g*cg + ci] for ci in [ci0, ci1); zero where the tap
-// reads padding, except on rows whose tap reads a padding row where
-// `padding_rows` is false (a reduction that skips them: AccumulateInsideTap).
+// reads padding at a row's edges, left as it was on rows whose tap reads a
+// padding row (the reduction skips those: AccumulateInsideTap; the pair
+// kernel's per-tap panels are paired as they are gathered instead).
 template <typename T, typename D>
 void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r1, int64_t g,
-                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, bool padding_rows,
-                     D* packed) {
+                     int64_t kh, int64_t kw, int64_t ci0, int64_t ci1, D* packed) {
   const int64_t cg = p.filter_in_depth;
   const int64_t width = ci1 - ci0;
   const int64_t plane = p.in_rows * p.in_cols;
@@ -191,10 +191,7 @@ void PackInputForTap(const ConvProblem& p, const T* input, int64_t r0, int64_t r
     const int64_t n = r / p.out_rows, oh = r % p.out_rows;
     const int64_t h = cpu::InputRow(p, oh, kh);
     D* row = packed + (r - r0) * p.out_cols * width;
-    if (h < 0 || h >= p.in_rows) {
-      if (padding_rows) std::fill(row, row + p.out_cols * width, D(0));
-      continue;
-    }
+    if (h < 0 || h >= p.in_rows) continue;
     std::fill(row, row + cols.lo * width, D(0));
     std::fill(row + cols.hi * width, row + p.out_cols * width, D(0));
     if (p.nhwc()) {
@@ -1286,10 +1283,13 @@ class BackpropFilterTask {
     }
     const bool turned = plan_.turned_panels;
     const int64_t cog = p_.out_depth_per_group();
-    // Where the sums of out channel co, input channel ci + ci0 lie from
-    // tap_acc, and out_backprop's value of channel co at chunk pixel i in
-    // packed_dy.
-    const int64_t co_step = turned ? plan_.ci_lanes : 1, ci_step = turned ? 1 : plan_.lanes;
+    // The sums of out channel co, input channels ci0 + [0, width), and
+    // out_backprop's value of channel co at chunk pixel i in packed_dy.
+    const Poisoned sums{tap_acc, turned ? plan_.ci_lanes : 1, turned ? 1 : plan_.lanes, width};
+    const auto set_sums = [&](int64_t co, Acc value) {
+      for (int64_t ci = 0; ci < width; ++ci)
+        sums.at[co * sums.co_stride + ci * sums.stride] = value;
+    };
     const auto dy_at = [&](int64_t co, int64_t i) {
       return turned ? co * pixels + i
                     : co / plan_.block * pixels * plan_.block + i * plan_.block + co % plan_.block;
@@ -1333,17 +1333,14 @@ class BackpropFilterTask {
       overwrite = false;
     }
     if (overwrite) {  // no pixel of the chunk reads inside: the sums are zero
-      for (int64_t co = 0; co < cog; ++co) {
-        for (int64_t ci = 0; ci < width; ++ci) tap_acc[co * co_step + ci * ci_step] = Acc(0);
-      }
+      for (int64_t co = 0; co < cog; ++co) set_sums(co, Acc(0));
     }
     if (dy_finite) return;
     const auto poison = [&](int64_t i0, int64_t i1) {  // chunk pixels [i0, i1), skipped
       for (int64_t i = i0; i < i1; ++i) {
         for (int64_t co = 0; co < cog; ++co) {
-          if (std::isfinite(s->packed_dy[dy_at(co, i)])) continue;
-          for (int64_t ci = 0; ci < width; ++ci) {
-            tap_acc[co * co_step + ci * ci_step] = std::numeric_limits<Acc>::quiet_NaN();
+          if (!std::isfinite(s->packed_dy[dy_at(co, i)])) {
+            set_sums(co, std::numeric_limits<Acc>::quiet_NaN());
           }
         }
       }
@@ -1381,9 +1378,8 @@ class BackpropFilterTask {
     if (plan_.turned_panels) {
       return PackInputBlocksForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, s->x.data());
     }
-    WithPanels(s, [&](auto*, auto* x) {
-      PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, plan_.path != Path::kGeneric, x);
-    });
+    WithPanels(
+        s, [&](auto*, auto* x) { PackInputForTap(p_, input_, r0, r1, g, kh, kw, ci0, ci1, x); });
   }
 
   // The chunk's out_backprop in the form the plan's path reads.

@@ -501,8 +501,9 @@ constexpr int64_t kSplitPanelChunkElements = int64_t{1} << 17;
 // one): a tap's block of 16 input channels, 16 KiB of them, stays in L1 while
 // every out channel's row passes over it.
 constexpr int64_t kTurnedChunkPixels = 256;
-// Under turned_panels a tap that reads padding at a row's edges reduces
-// over the columns inside, a run per row, where they are at least this many;
+// On the filter gradient's generic per-tap panels a tap that reads padding
+// at a row's edges reduces over the columns inside, a run per row, where
+// they are at least this many;
 // fewer, and its runs are whole rows, their few zero products included.
 // compute_bench, float32, two threads, medians of three: DCGAN 4x4 (runs of
 // 3 of 4 pixels) 30.0 ms with 2, 34.0 with 4; DCGAN 8x8 (7 of 8) 31.6 with 2,
@@ -687,8 +688,8 @@ struct CpuFilterPlan {
   // float and half (widened) on AVX2, float on AVX-512, NHWC, a gather per
   // tap (not all_taps or taps_in_place, nor in place: see in_place), input
   // channels of a group in whole 16-lane blocks: the product turned around
-  // as under co_rows (acc[co][ci]; block,
-  // blocks and lanes count input channels), with panels. Each chunk's
+  // as under co_rows (acc[co][ci]; block, blocks and lanes count input
+  // channels), with panels. Each chunk's
   // out_backprop is turned once for every tap, [co][pixel], and the
   // micro-kernel's rows are the out channels, each broadcasting its own run
   // of pixels; each tap's input is gathered in blocks of 16 channels,
@@ -704,7 +705,8 @@ struct CpuFilterPlan {
   // (turned: 0.95-1.08x their time, U-Net 64x64 the slowest). (Chunks of
   // 128 pixels ran 1.01-1.02x the panels' time, of 512 the same as 256 at
   // best, slower in the median.) Each tap reduces only over the pixels whose
-  // tap reads inside the input (AccumulateInsideTap). On AVX-512 (float32,
+  // tap reads inside the input (AccumulateInsideTap, as on every generic
+  // per-tap panel). On AVX-512 (float32,
   // two threads, three alternated rounds, against the panels not turned,
   // which reduce over the padding's zeros too): DCGAN 4x4 0.79-0.85x the time,
   // DCGAN 8x8 0.88x, stride1 14x14 0.94-0.95x, U-Net 32x32 0.93-0.96x.
@@ -850,11 +852,13 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   // of rows, 1.06x; DCGAN 16x16 in groups of rows 1.25x on one thread.)
   const bool widened_rows_fit =
       std::is_same_v<T, float> || p.filter_rows * p.in_cols * cg * 4 <= kMaxWidenedRowsBytes;
-  plan.in_place = std::is_same_v<Acc, float> && !pairs && !depthwise && p.nhwc() && cg % 16 == 0 &&
-                  !plan.taps_in_place && widened_rows_fit &&
-                  (p.out_cols >= kMinInPlaceCols ||
-                   (std::is_same_v<T, float> && p.out_cols >= kMinGroupedCols &&
-                    p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth));
+  // Float on shallow tensors: the in-place path's groups of rows.
+  const bool grouped_rows =
+      std::is_same_v<T, float> && p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth;
+  plan.in_place =
+      std::is_same_v<Acc, float> && !pairs && !depthwise && p.nhwc() && cg % 16 == 0 &&
+      !plan.taps_in_place && widened_rows_fit &&
+      (p.out_cols >= kMinInPlaceCols || (grouped_rows && p.out_cols >= kMinGroupedCols));
   // On AVX2, where out_backprop has kMinTurnedRows channels or more, the
   // turned panels beat the in-place path (its broadcasts read out_backprop
   // where it lies, a channel per pixel from pixels out_depth apart). On
@@ -867,17 +871,15 @@ CpuFilterPlan PlanCpuBackpropFilter(const ConvProblem& p, IsaFacts isa) {
   const bool turned_shape =
       turned_isa && !depthwise && p.nhwc() && cg % 16 == 0 && !plan.taps_in_place && !panels_shape;
   if (turned_shape && cog >= kMinTurnedRows && !isa.avx512) plan.in_place = false;
-  // Float rows of kMinInPlaceCols pixels or more but fewer than
-  // kInPlaceGroupPixels, on shallow tensors, go in groups too (two rows of
-  // 56 or 64; compute_bench, float32, one thread, medians of three
-  // alternated rounds: groups4 56x56 6.40 -> 5.96 ms, stride1 56x56 19.0 ->
-  // 18.6, dilation2 56x56 18.9 -> 18.5, ENet 64x64 0.80 -> 0.75).
-  const bool wide_grouped = std::is_same_v<T, float> && p.out_cols < kInPlaceGroupPixels &&
-                            p.in_depth <= kMaxGroupedDepth && p.out_depth <= kMaxGroupedDepth;
+  // Rows of fewer than kInPlaceGroupPixels go in groups, those of
+  // kMinInPlaceCols or more too (two rows of 56 or 64; compute_bench,
+  // float32, one thread, medians of three alternated rounds: groups4 56x56
+  // 6.40 -> 5.96 ms, stride1 56x56 19.0 -> 18.6, dilation2 56x56 18.9 ->
+  // 18.5, ENet 64x64 0.80 -> 0.75).
   plan.in_place_rows =
-      p.out_cols >= kMinInPlaceCols && !wide_grouped
-          ? 1
-          : std::min(kMaxInPlaceGroupRows, (kInPlaceGroupPixels + p.out_cols - 1) / p.out_cols);
+      grouped_rows && p.out_cols < kInPlaceGroupPixels
+          ? std::min(kMaxInPlaceGroupRows, (kInPlaceGroupPixels + p.out_cols - 1) / p.out_cols)
+          : 1;
   plan.all_taps = !plan.in_place && panels_shape;
   plan.panel_cols = std::clamp<int64_t>(kMaxAllTapsRows / cg, 1, p.filter_cols);
   plan.panel_rows =
