@@ -183,6 +183,8 @@ def test_e2e_trains_both_layers(tmp_path):
     assert losses["plugin"] == pytest.approx(losses["stock"], rel=0.05)
     assert any(op.startswith("Conv2DTranspose>") for op in run["profile"]["plugin"])
     assert not any(op.startswith("Conv2DTranspose>") for op in run["profile"]["stock"])
+    for ops in run["profile"].values():
+        assert all(0 < o["percent"] <= 100 and o["ms_per_step"] > 0 for o in ops.values())
 
 
 @pytest.mark.parametrize("name,transposed", [("dcgan", 4), ("unet", 3)])
@@ -233,6 +235,14 @@ def test_profile_counts_outermost_ops_per_type():
         "Conv2DTranspose>Conv2DBackpropInput": 55,
         "Mul": 10,
     }
+
+
+def test_profile_ranks_op_types_per_step():
+    # 3 steps: 6 ms of A, 3 of B, 1 of C (microseconds in the totals).
+    ranked = benchmark_e2e._ranked({"C": 1000.0, "A": 6000.0, "B": 3000.0}, steps=3, top=2)
+    assert list(ranked) == ["A", "B"]
+    assert ranked["A"] == pytest.approx({"percent": 60.0, "ms_per_step": 2.0})
+    assert ranked["B"] == pytest.approx({"percent": 30.0, "ms_per_step": 1.0})
 
 
 def test_memory_probe_counts_the_output():

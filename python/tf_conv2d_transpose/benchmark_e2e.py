@@ -27,8 +27,11 @@ Policies are Keras' ``float32``, ``mixed_bfloat16`` and ``mixed_float16``
 oneDNN CPU kernels, TF_ENABLE_ONEDNN_OPTS=1) and ``eigen`` (=0).
 
 ``--profile N`` also traces N more steps of each model with TensorFlow's
-profiler and prints the op types that take the most time (each op type's share
-of the time the executor spent in ops).
+profiler and prints the op types that take the most time: each op type's
+milliseconds per step and its share of the time the executor spent in ops.
+The milliseconds compare the two models directly (the shares are of different
+totals); they add up the executor's threads, so ops that ran side by side
+each count in full.
 """
 
 from __future__ import annotations
@@ -235,11 +238,13 @@ def profile_op_types(
     steps: int,
     max_seconds: float = float("inf"),
     top: int = 6,
-) -> Optional[Dict[str, float]]:
-    """Percent of the op time of up to ``steps`` traced training steps (at
-    least one, fewer once they take ``max_seconds``) spent in each of the
-    ``top`` most expensive op types (TensorFlow's profiler, read through its
-    trace-viewer converter: its op-statistics tool drops op types with a
+) -> Optional[Dict[str, Dict[str, float]]]:
+    """The ``top`` most expensive op types of up to ``steps`` traced training
+    steps (at least one, fewer once they take ``max_seconds``), each with its
+    percent of the executor's op time (``percent``) and its milliseconds per
+    step (``ms_per_step``; summed over the executor's threads, so two ops that
+    ran side by side both count). TensorFlow's profiler, read through its
+    trace-viewer converter (its op-statistics tool drops op types with a
     ``>`` such as the plugin's); None where this TensorFlow lacks the
     converter."""
     try:
@@ -257,10 +262,18 @@ def profile_op_types(
         data, ok = tools.xspace_to_tools_data(files, "trace_viewer@")
     if not ok:
         return None
-    totals = _op_times(json.loads(data))
+    return _ranked(_op_times(json.loads(data)), done, top)
+
+
+def _ranked(totals: Dict[str, float], steps: int, top: int) -> Dict[str, Dict[str, float]]:
+    """The ``top`` op types of ``totals`` (microseconds over ``steps`` steps),
+    most expensive first: percent of all and milliseconds per step."""
     everything = sum(totals.values()) or 1.0
     ranked = sorted(totals.items(), key=lambda item: -item[1])[:top]
-    return {op_type: 100.0 * t / everything for op_type, t in ranked}
+    return {
+        op_type: {"percent": 100.0 * t / everything, "ms_per_step": t / 1e3 / max(steps, 1)}
+        for op_type, t in ranked
+    }
 
 
 def time_models(
@@ -365,18 +378,18 @@ def table_row(result: Dict[str, Any]) -> str:
 def _profile_rows(results: List[Dict[str, Any]]) -> None:
     """Prints the per-op-type breakdown of the runs that have one."""
     rows = [
-        (r, kind, shares)
-        for r in results
-        for kind, shares in (r.get("profile") or {}).items()
-        if shares
+        (r, kind, ops) for r in results for kind, ops in (r.get("profile") or {}).items() if ops
     ]
     if not rows:
         return
     print(
-        "\n| model | policy | world | layer | share of op time by op type |\n|---|---|---|---|---|"
+        "\n| model | policy | world | layer | op time per step by op type (share) |"
+        "\n|---|---|---|---|---|"
     )
-    for r, kind, shares in rows:
-        top = ", ".join(f"{op} {pct:.0f}%" for op, pct in shares.items())
+    for r, kind, ops in rows:
+        top = ", ".join(
+            f"{op} {o['ms_per_step']:.1f} ms ({o['percent']:.0f}%)" for op, o in ops.items()
+        )
         print(f"| {r['model']} | {r['policy']} | {r['world']} | {kind} | {top} |")
 
 
