@@ -177,6 +177,9 @@ def test_e2e_trains_both_layers(tmp_path):
     assert (run["model"], run["policy"], run["world"]) == ("dcgan", "mixed_bfloat16", "eigen")
     assert set(run["median_ms"]) == {"plugin", "stock"}
     assert all(ms > 0 for ms in run["median_ms"].values())
+    assert set(run["median_cpu_ms"]) == {"plugin", "stock"}
+    assert all(ms > 0 for ms in run["median_cpu_ms"].values())
+    assert [len(run["step_cpu_ms"][kind]) for kind in ("plugin", "stock")] == [3, 3]
     assert [len(run["step_ms"][kind]) for kind in ("plugin", "stock")] == [3, 3]
     # Same weights, same batch: the first step's losses agree.
     losses = run["first_loss"]
@@ -185,6 +188,20 @@ def test_e2e_trains_both_layers(tmp_path):
     assert not any(op.startswith("Conv2DTranspose>") for op in run["profile"]["stock"])
     for ops in run["profile"].values():
         assert all(0 < o["percent"] <= 100 and o["ms_per_step"] > 0 for o in ops.values())
+
+
+def test_e2e_table_row_shows_cpu_time():
+    result = {
+        "model": "dcgan",
+        "policy": "float32",
+        "world": "onednn",
+        "batch": 64,
+        "median_ms": {"plugin": 80.0, "stock": 96.0},
+        "step_ms": {"plugin": [80.0] * 3, "stock": [96.0] * 3},
+        "median_cpu_ms": {"plugin": 150.0},
+    }
+    row = benchmark_e2e.table_row(result)
+    assert row == "| dcgan | float32 | onednn | 64 | 80.0 | 96.0 | 1.20x | 3/3 | 150.0 / fails |"
 
 
 @pytest.mark.parametrize("name,transposed", [("dcgan", 4), ("unet", 3)])

@@ -182,21 +182,26 @@ def _warm_up(
 
 def _time_steps(
     models: Dict[str, keras.Model], x: tf.Tensor, y: tf.Tensor, steps: int, max_seconds: float
-) -> Dict[str, List[float]]:
+) -> Tuple[Dict[str, List[float]], Dict[str, List[float]]]:
     """Milliseconds of up to ``steps`` steps per model, the models taking turns
     (which goes first alternates); a model stops once its timed steps add up
     to ``max_seconds``, after at least 3. ``train_on_batch`` returns the loss
-    as a NumPy value, so each timing ends when the step has finished."""
+    as a NumPy value, so each timing ends when the step has finished. Also
+    returns each step's CPU milliseconds (the process's, every thread's): a
+    step whose CPU time is near cores x its wall time is bound by arithmetic
+    on every core, not by waiting, and only less CPU work makes it faster."""
     order = list(models)
     times: Dict[str, List[float]] = {kind: [] for kind in order}
+    cpu: Dict[str, List[float]] = {kind: [] for kind in order}
     for step in range(steps):
         for kind in order if step % 2 == 0 else order[::-1]:
             if not _more(len(times[kind]), sum(times[kind]) / 1e3, 3, max_seconds):
                 continue
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             models[kind].train_on_batch(x, y)
             times[kind].append((time.perf_counter() - start) * 1e3)
-    return times
+            cpu[kind].append((time.process_time() - start_cpu) * 1e3)
+    return times, cpu
 
 
 def _op_times(trace: Dict[str, Any]) -> Dict[str, float]:
@@ -290,7 +295,8 @@ def time_models(
     dtype ``policy``, warms them up and times ``steps`` interleaved training
     steps (fewer for a model whose phase passes ``max_seconds``, see
     :func:`_more`); the global policy is float32 again afterwards. Returns
-    medians in ms per step, every step's time, first-step losses (equal
+    medians in ms per step (wall and the process's CPU time), every step's
+    times, first-step losses (equal
     weights and data: they should agree) and the errors of a kind that
     cannot train here."""
     keras.mixed_precision.set_global_policy(policy)
@@ -299,7 +305,7 @@ def time_models(
         x, y = _batch(models["stock"], batch)
         losses, errors = _warm_up(models, x, y, max(1, warmup), max_seconds)
         working = {kind: model for kind, model in models.items() if kind not in errors}
-        times = _time_steps(working, x, y, steps, max_seconds)
+        times, cpu = _time_steps(working, x, y, steps, max_seconds)
         result: Dict[str, Any] = {
             "model": name,
             "policy": policy,
@@ -307,6 +313,8 @@ def time_models(
             "steps": steps,
             "median_ms": {kind: statistics.median(t) for kind, t in times.items() if t},
             "step_ms": times,
+            "median_cpu_ms": {kind: statistics.median(t) for kind, t in cpu.items() if t},
+            "step_cpu_ms": cpu,
             "first_loss": losses,
             "errors": errors,
         }
@@ -357,21 +365,23 @@ def run_worker(name: str, policy: str, world: str, args: argparse.Namespace) -> 
     return result
 
 
-def _cell(result: Dict[str, Any], kind: str) -> str:
-    ms = result.get("median_ms", {})
+def _cell(result: Dict[str, Any], kind: str, key: str = "median_ms") -> str:
+    ms = result.get(key, {})
     return f"{ms[kind]:.1f}" if kind in ms else "fails"
 
 
 def table_row(result: Dict[str, Any]) -> str:
     """One markdown row: model, policy, world, batch, ms per step of each
-    kind, stock / plugin, and how many steps each median is of."""
+    kind, stock / plugin, how many steps each median is of, and each kind's
+    CPU ms per step."""
     ms = result.get("median_ms", {})
     ratio = f"{ms['stock'] / ms['plugin']:.2f}x" if len(ms) == 2 else "-"
     steps = "/".join(str(len(result.get("step_ms", {}).get(k, []))) for k in LAYER_KINDS)
     return (
         f"| {result['model']} | {result['policy']} | {result['world']} | "
         f"{result.get('batch', '-')} | {_cell(result, 'plugin')} | {_cell(result, 'stock')} | "
-        f"{ratio} | {steps} |"
+        f"{ratio} | {steps} | {_cell(result, 'plugin', 'median_cpu_ms')} / "
+        f"{_cell(result, 'stock', 'median_cpu_ms')} |"
     )
 
 
@@ -398,7 +408,7 @@ def run_e2e(args: argparse.Namespace) -> Dict[str, Any]:
     the table as rows arrive and returns the JSON document."""
     print(
         "| model | policy | world | batch | plugin ms/step | stock ms/step | stock / plugin "
-        "| steps |\n|---|---|---|---|---|---|---|---|",
+        "| steps | CPU ms/step plugin / stock |\n|---|---|---|---|---|---|---|---|---|",
         flush=True,
     )
     results = []
@@ -417,7 +427,8 @@ def run_e2e(args: argparse.Namespace) -> Dict[str, Any]:
         f"\nmedian of {args.steps} training steps (train_on_batch, jit_compile=False; fewer, at "
         f"least 3, for a model whose steps pass {args.max_seconds:g} s: 'steps' is plugin/stock) "
         f"after up to {args.warmup} warm-up steps, plugin and stock models interleaved in one "
-        "process per row"
+        "process per row; CPU ms/step: the process's CPU time per step, every thread's (near "
+        "cores x ms/step: the step keeps every core busy)"
     )
     return {
         "jit_compile": False,
