@@ -296,9 +296,8 @@ def time_models(
     steps (fewer for a model whose phase passes ``max_seconds``, see
     :func:`_more`); the global policy is float32 again afterwards. Returns
     medians in ms per step (wall and the process's CPU time), every step's
-    times, first-step losses (equal
-    weights and data: they should agree) and the errors of a kind that
-    cannot train here."""
+    times, first-step losses (equal weights and data: they should agree) and
+    the errors of a kind that cannot train here."""
     keras.mixed_precision.set_global_policy(policy)
     try:
         models = build_pair(name, width)
