@@ -1,25 +1,30 @@
 // The CPU compute layer timed on its own (no TensorFlow): both gradients on
-// the large layers of `python -m tf_conv2d_transpose bench`, on a std::thread pool,
-// median of repeats, GFLOP/s. For quick kernel work and for profiling:
+// the large layers of `python -m tf_conv2d_transpose bench`, on a pool of
+// pinned threads, median of repeats, GFLOP/s. For quick kernel work and for profiling:
 //
 //   make compute-bench && build/compute_bench [float|half|bfloat16] [input|filter] [NAME]
 //   perf stat -e cycles,instructions build/compute_bench float input
 //
-// THREADS=n sets the pool's size, REPEATS=n the timed calls (default 7),
+// THREADS=n sets the pool's size (thread t pinned to the t-th CPU the process
+// may use, see PinnedPool), REPEATS=n the timed calls (default 7),
 // BEST=1 prints the fastest call's time instead of the median (on a noisy
 // machine the better A/B statistic),
 // COLD=1 walks 64 MiB before every call so that no operand starts in cache,
 // and SHAPE=n,h,w,cin,cout,k,stride[,dilation,groups,nchw] times that one
 // layer instead of the table (dx size h x w, a k x k kernel, SAME padding).
+#include <sched.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,16 +78,89 @@ double ProcessCpuSeconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-ct::ParallelFor ThreadPool(int threads) {
-  return [threads](int64_t total, int64_t, const std::function<void(int64_t, int64_t)>& work) {
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) {
-      pool.emplace_back([&, t] { work(total * t / threads, total * (t + 1) / threads); });
-    }
-    work(0, total / threads);
-    for (auto& th : pool) th.join();
-  };
+// Pins the calling thread to the index-th CPU of `allowed` (wrapping round).
+void PinTo(const cpu_set_t& allowed, int index) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<size_t>(index) % cpus.size()], &one);
+  sched_setaffinity(0, sizeof(one), &one);
 }
+
+// threads - 1 workers that live as long as the program, each pinned to its
+// own CPU, and the calling thread pinned to the first: a call's range is cut
+// into equal parts, one a thread. (Threads made afresh for each call start on
+// their parent's core and, on a 2-core VM, often stayed there until the
+// parent's part of a 4 ms call was done: the call ran at one core's speed.)
+class PinnedPool {
+ public:
+  explicit PinnedPool(int threads) : threads_(threads) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+    for (int t = 1; t < threads; ++t) {
+      workers_.emplace_back([this, allowed, t] {
+        PinTo(allowed, t);
+        Serve(t);
+      });
+    }
+    PinTo(allowed, 0);
+  }
+  ~PinnedPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  void Run(int64_t total, const std::function<void(int64_t, int64_t)>& work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      work_ = &work;
+      total_ = total;
+      pending_ = threads_ - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(0, total / threads_);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void Serve(int t) {
+    int64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      const auto* work = work_;
+      const int64_t total = total_;
+      lock.unlock();
+      const int64_t begin = total * t / threads_;
+      (*work)(begin, total*(t + 1) / threads_);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  const int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* work_ = nullptr;
+  int64_t total_ = 0;
+  int pending_ = 0;
+  int64_t generation_ = 0;
+  bool stop_ = false;
+};
 
 template <typename T>
 void Run(const Shape& s, bool input_grad, int threads, int repeats) {
@@ -124,7 +202,11 @@ void Run(const Shape& s, bool input_grad, int threads, int repeats) {
                                 : ct::Conv2DBackpropFilterCpuWorkspaceBytes<T>(p);
   std::vector<char> workspace(static_cast<size_t>(ws) + 64);
   void* aligned = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
-  const ct::ParallelFor pool = ThreadPool(threads);
+  PinnedPool threads_pool(threads);
+  const ct::ParallelFor pool = [&threads_pool](int64_t total, int64_t,
+                                               const std::function<void(int64_t, int64_t)>& work) {
+    threads_pool.Run(total, work);
+  };
   std::vector<double> times, cpu_times;
   std::vector<char> evict(std::getenv("COLD") != nullptr ? 64 << 20 : 0);
   for (int r = 0; r < repeats + 2; ++r) {
