@@ -13,7 +13,8 @@
 #   cc/                the C++ client API (tests/cpp/client.mk), not in the plugin
 SRC_DIR := tf_custom_op
 COMPUTE_SRCS := compute/conv2d_problem.cc compute/cpu/conv2d_backprop_input_cpu.cc \
-                compute/cpu/conv2d_backprop_filter_cpu.cc compute/cpu/cpu_dispatch.cc
+                compute/cpu/conv2d_backprop_filter_cpu.cc compute/cpu/conv2d_forward_cpu.cc \
+                compute/cpu/cpu_dispatch.cc
 UKERNEL_SRC := compute/cpu/ukernels/cpu_tap_kernels.cc
 PLUGIN_SRCS := ops/conv2d_transpose_ops.cc ops/build_info.cc kernels/conv2d_cpu_kernels.cc
 GPU_PLUGIN_SRCS := kernels/conv2d_gpu_kernels.cc

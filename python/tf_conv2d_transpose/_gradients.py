@@ -1,7 +1,9 @@
 """Gradients of the plugin's ops, registered when the package is imported.
 
-They use only the plugin's ops plus TensorFlow's forward ``Conv2D`` (which runs
-on CPU with dilations and groups, in NHWC), so first and higher derivatives
+They use only the plugin's ops plus a forward ``Conv2D`` (TensorFlow's, which
+runs on CPU with dilations and groups, in NHWC; for float16 on machines
+without a GPU the plugin's own, since TensorFlow computes float16 ``Conv2D``
+on the CPU with Eigen's slower kernels), so first and higher derivatives
 work in every configuration the ops support, NCHW included:
 
 - conv2d_transpose = Conv2DBackpropInput(filter, dy):
@@ -15,6 +17,7 @@ work in every configuration the ops support, NCHW included:
 
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional
 
 import tensorflow as tf
@@ -36,18 +39,35 @@ def _conv_attrs(op: tf.Operation) -> Dict[str, object]:
     }
 
 
+@functools.cache
+def _no_gpu() -> bool:
+    """Whether this process sees no GPU (checked once)."""
+    return not tf.config.list_physical_devices("GPU")
+
+
+def _nhwc_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
+    """One NHWC Conv2D: the plugin's for float16 where no GPU is visible
+    (TensorFlow runs float16 Conv2D on Eigen's CPU kernels: DCGAN's four
+    generator layers, batch 64, 18.0 ms against 20.5), TensorFlow's for the
+    other types (its oneDNN float32 kernels took 0.88x the plugin's time on
+    those layers) and wherever a GPU may run it (cuDNN)."""
+    if x.dtype == tf.float16 and _no_gpu():
+        return raw_ops.conv2d(input=x, filter=filters, **attrs)
+    return tf.raw_ops.Conv2D(input=x, filter=filters, **attrs)
+
+
 def _builtin_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
-    """TensorFlow's Conv2D; NCHW runs as NHWC between transposes (the CPU
-    kernel only takes NHWC)."""
+    """The forward Conv2D; NCHW runs as NHWC between transposes (the CPU
+    kernels only take NHWC)."""
     if attrs["data_format"] != "NCHW":
-        return tf.raw_ops.Conv2D(input=x, filter=filters, **attrs)
+        return _nhwc_conv2d(x, filters, attrs)
     nhwc = dict(attrs, data_format="NHWC")
     nhwc["strides"] = [attrs["strides"][i] for i in _NCHW_TO_NHWC]
     nhwc["dilations"] = [attrs["dilations"][i] for i in _NCHW_TO_NHWC]
     pads = attrs["explicit_paddings"]
     if pads:
         nhwc["explicit_paddings"] = [p for i in _NCHW_TO_NHWC for p in pads[2 * i : 2 * i + 2]]
-    y = tf.raw_ops.Conv2D(input=tf.transpose(x, _NCHW_TO_NHWC), filter=filters, **nhwc)
+    y = _nhwc_conv2d(tf.transpose(x, _NCHW_TO_NHWC), filters, nhwc)
     return tf.transpose(y, _NHWC_TO_NCHW)
 
 

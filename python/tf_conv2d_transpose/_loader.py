@@ -46,13 +46,17 @@ XLA_MIN_TENSORFLOW = (2, 20)
 
 
 def xla_available() -> bool:
-    """Whether the loaded library has the XLA lowerings of both ops, so that
+    """Whether the loaded library has the XLA lowerings of its ops, so that
     ``jit_compile=True`` works with them (built against TensorFlow 2.20 and
     newer; see the README's XLA section). Call it after the library is
     loaded (importing the package loads it)."""
     from tensorflow.python.framework import kernels
 
-    for op in ("Conv2DTranspose>Conv2DBackpropInput", "Conv2DTranspose>Conv2DBackpropFilter"):
+    for op in (
+        "Conv2DTranspose>Conv2DBackpropInput",
+        "Conv2DTranspose>Conv2DBackpropFilter",
+        "Conv2DTranspose>Conv2D",
+    ):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
         if "XLA_CPU_JIT" not in devices:
             return False

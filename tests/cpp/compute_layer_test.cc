@@ -27,6 +27,7 @@
 #include "tf_custom_op/compute/conv2d_problem.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_forward_cpu.h"
 #include "tf_custom_op/compute/cpu/memory_hints.h"
 #include "tf_custom_op/compute/cpu/plan.h"
 #include "tf_custom_op/compute/cpu/tap_geometry.h"
@@ -122,6 +123,32 @@ bool RunBackpropFilter(const ct::ConvProblem& p, double tolerance) {
   std::vector<double> expected(dfilter.size(), 0.0);
   ForEachProduct(p, [&](int64_t d, int64_t xi, int64_t f) { expected[f] += x64[xi] * dy64[d]; });
   return Compare(dfilter, expected, tolerance, "backprop filter");
+}
+
+// The forward convolution (NHWC) of the problem's input and filter into an
+// out_backprop-shaped result, against the same definition. ValidateConv2D
+// must derive the same problem from the input and filter shapes alone.
+template <typename T>
+bool RunForward(const ct::ConvProblem& p, const ct::ConvAttrs& attrs, double tolerance) {
+  ct::GradientCall call;
+  const std::vector<int64_t> input_shape = {p.batch, p.in_rows, p.in_cols, p.in_depth};
+  const std::vector<int64_t> filter_shape = {p.filter_rows, p.filter_cols, p.filter_in_depth,
+                                             p.out_depth};
+  if (!ct::ValidateConv2D(attrs, input_shape, filter_shape, sizeof(T), &call).ok() ||
+      call.output_shape != std::vector<int64_t>{p.batch, p.out_rows, p.out_cols, p.out_depth}) {
+    std::printf("forward: ValidateConv2D disagrees with the problem\n");
+    return false;
+  }
+  std::vector<double> x64, filter64;
+  const std::vector<T> x = RandomValues<T>(p.input_elements(), &x64);
+  const std::vector<T> filter = RandomValues<T>(p.filter_elements(), &filter64);
+  Workspace workspace(ct::Conv2DForwardCpuWorkspaceBytes<T>(p));
+  std::vector<T> y(p.out_backprop_elements(), static_cast<T>(12345.0f));  // must be overwritten
+  ct::Conv2DForwardCpu<T>(p, x.data(), filter.data(), y.data(), workspace.data(), ScrambledFor);
+  std::vector<double> expected(y.size(), 0.0);
+  ForEachProduct(p,
+                 [&](int64_t d, int64_t xi, int64_t f) { expected[d] += x64[xi] * filter64[f]; });
+  return Compare(y, expected, tolerance, "forward");
 }
 
 // Whether each bfloat16 result is NaN, +inf, -inf or finite exactly where
@@ -668,6 +695,29 @@ int main(int argc, char** argv) {
                     : kind == 2 ? RunOne<Eigen::half>(p, 1e-3, filter_op)
                     : kind == 3 ? RunOne<Eigen::bfloat16>(p, 1e-2, filter_op)
                                 : RunBackpropInput<int32_t>(p, 0);
+    (ok ? passed : failed)++;
+  }
+  // The forward convolution, NHWC: 160 random problems over the four types,
+  // and 12 with 40-200 out channels a group (several channel blocks a call,
+  // a partial last block) on images of several bands.
+  for (int accepted = 0; accepted < 172;) {
+    const bool wide = accepted >= 160;
+    const ct::ConvAttrs attrs = RandomValidAttrs(/*nchw=*/false);
+    const std::array<int64_t, 3> image =
+        wide ? std::array<int64_t, 3>{Uniform(1, 2), Uniform(6, 20), Uniform(6, 20)}
+             : std::array<int64_t, 3>{Uniform(1, 3), Uniform(1, 12), Uniform(1, 14)};
+    const int64_t groups = Uniform(1, 3);
+    ct::ConvProblem p;
+    if (!ProblemFor(attrs, image, {Uniform(1, 5), Uniform(1, 5)}, groups,
+                    wide ? Uniform(1, 24) : Uniform(1, 20),
+                    wide ? Uniform(40, 200) : Uniform(1, 40), &p)) {
+      continue;
+    }
+    const int kind = accepted++ % 4;
+    const bool ok = kind == 0   ? RunForward<float>(p, attrs, 1e-6)
+                    : kind == 1 ? RunForward<double>(p, attrs, 1e-12)
+                    : kind == 2 ? RunForward<Eigen::half>(p, attrs, 1e-3)
+                                : RunForward<Eigen::bfloat16>(p, attrs, 1e-2);
     (ok ? passed : failed)++;
   }
   // Filters over the partial-sum budget: the filter gradient reduces them in

@@ -451,4 +451,45 @@ Status ValidateBackpropFilter(const ConvAttrs& attrs, const std::vector<int64_t>
   return status;
 }
 
+Status ValidateConv2D(const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
+                      const std::vector<int64_t>& filter_shape, int64_t element_bytes,
+                      GradientCall* call) {
+  if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
+  const struct {
+    const char* name;
+    const std::vector<int64_t>& shape;
+  } tensors[] = {{"input", input_shape}, {"filter", filter_shape}};
+  for (const auto& t : tensors) {
+    if (t.shape.size() != 4) {
+      return Invalid("Conv2D: ", t.name, " must be 4-dimensional, got shape ",
+                     ShapeString(t.shape));
+    }
+    for (int64_t d : t.shape) {
+      if (d < 0) {
+        return Invalid("Conv2D: ", t.name, " has a negative dimension: ", ShapeString(t.shape));
+      }
+    }
+  }
+  const DataFormat f = attrs.data_format;
+  const bool explicit_pads = attrs.padding == Padding::kExplicit;
+  GradientCall result;
+  result.output_shape.assign(4, 0);
+  result.output_shape[BatchDim(f)] = input_shape[BatchDim(f)];
+  result.output_shape[DepthDim(f)] = filter_shape[3];
+  for (int spatial = 0; spatial < 2; ++spatial) {
+    const int dim = spatial == 0 ? RowsDim(f) : ColsDim(f);
+    const int64_t before = explicit_pads ? attrs.explicit_paddings[2 * dim] : 0;
+    const int64_t after = explicit_pads ? attrs.explicit_paddings[2 * dim + 1] : 0;
+    int64_t pad_before = 0, pad_after = 0;
+    const Status window = WindowedOutputSize(
+        input_shape[dim], filter_shape[spatial], attrs.dilations[dim], attrs.strides[dim],
+        attrs.padding, before, after, &result.output_shape[dim], &pad_before, &pad_after);
+    if (!window.ok()) return window.WithPrefix("Conv2D: ");
+  }
+  Status status = FinishCall("Conv2D", "output", element_bytes, attrs, input_shape, filter_shape,
+                             result.output_shape, &result);
+  if (status.ok()) *call = std::move(result);
+  return status;
+}
+
 }  // namespace conv2d_transpose

@@ -116,6 +116,14 @@ Status ValidateBackpropFilter(const ConvAttrs& attrs, const std::vector<int64_t>
                               const std::vector<int64_t>& out_backprop_shape, int64_t element_bytes,
                               GradientCall* call);
 
+// The same for the forward Conv2D y = conv2d(input, filter) the plugin runs
+// inside gradients: the output shape (data_format order) from the input's
+// and filter's shapes and the window rules, its size, then the problem (whose
+// out_backprop is that output).
+Status ValidateConv2D(const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
+                      const std::vector<int64_t>& filter_shape, int64_t element_bytes,
+                      GradientCall* call);
+
 // One spatial dimension of a forward convolution, TensorFlow's rules: the
 // output size and the padding before/after for SAME/VALID/EXPLICIT.
 Status WindowedOutputSize(int64_t input_size, int64_t filter_size, int64_t dilation, int64_t stride,

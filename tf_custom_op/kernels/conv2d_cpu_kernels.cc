@@ -6,6 +6,7 @@
 
 #include "tf_custom_op/compute/cpu/conv2d_backprop_filter_cpu.h"
 #include "tf_custom_op/compute/cpu/conv2d_backprop_input_cpu.h"
+#include "tf_custom_op/compute/cpu/conv2d_forward_cpu.h"
 #include "tf_custom_op/compute/cpu/memory_hints.h"
 #include "tf_custom_op/kernels/conv2d_kernels.h"
 
@@ -73,6 +74,50 @@ struct BackpropFilterLauncher<CPUDevice, T> {
 };
 
 CONV2D_TRANSPOSE_REGISTER_KERNELS(DEVICE_CPU, CPUDevice);
+
+// The forward Conv2D (CPU only, NHWC only: the gradients call it on NHWC
+// tensors, and elsewhere use TensorFlow's Conv2D).
+template <typename T>
+class Conv2DForwardOp : public OpKernel {
+ public:
+  explicit Conv2DForwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
+    OP_REQUIRES(ctx, attrs_.data_format == conv2d_transpose::DataFormat::kNHWC,
+                absl::UnimplementedError("Conv2D: the plugin's CPU Conv2D takes NHWC tensors "
+                                         "only, not NCHW"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    const Tensor& filter = ctx->input(1);
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateConv2D(
+                            attrs_, Dims(input.shape()), Dims(filter.shape()), sizeof(T), &call)));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, call.output_shape, &output));
+    if (!call.problem) return;
+    const ConvProblem& problem = *call.problem;
+    RunOnCpu<T>(ctx, conv2d_transpose::Conv2DForwardCpuWorkspaceBytes<T>(problem), input, filter,
+                output,
+                [&problem](const T* x, const T* f, T* y, void* workspace,
+                           const conv2d_transpose::ParallelFor& pool) {
+                  conv2d_transpose::Conv2DForwardCpu<T>(problem, x, f, y, workspace, pool);
+                });
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+#define CONV2D_TRANSPOSE_REGISTER_FORWARD(T)                                    \
+  REGISTER_KERNEL_BUILDER(                                                      \
+      Name("Conv2DTranspose>Conv2D").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+      Conv2DForwardOp<T>)
+CONV2D_TRANSPOSE_REGISTER_FORWARD(Eigen::half);
+CONV2D_TRANSPOSE_REGISTER_FORWARD(Eigen::bfloat16);
+CONV2D_TRANSPOSE_REGISTER_FORWARD(float);
+CONV2D_TRANSPOSE_REGISTER_FORWARD(double);
+#undef CONV2D_TRANSPOSE_REGISTER_FORWARD
 
 }  // namespace conv2d_kernels
 }  // namespace tensorflow

@@ -1,5 +1,5 @@
 // XLA lowerings of the plugin's ops, so that graphs using them compile under
-// jit_compile=True on XLA:CPU and XLA:GPU. Each op becomes one XLA
+// jit_compile=True on XLA:CPU and XLA:GPU (the forward Conv2D: XLA:CPU). Each op becomes one XLA
 // convolution built from the shared problem description (the same
 // validation and messages as the CPU and GPU kernels); no TensorFlow
 // lowering helper is used. Kept in its own translation unit: the XLA headers
@@ -254,6 +254,55 @@ class Conv2DBackpropFilterXlaOp : public XlaOpKernel {
   ConvAttrs attrs_;
 };
 
+// The forward Conv2D (NHWC, as its CPU kernel): one convolution with the
+// problem's pads, strides, dilations and feature groups.
+class Conv2DForwardXlaOp : public XlaOpKernel {
+ public:
+  explicit Conv2DForwardXlaOp(OpKernelConstruction* ctx) : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ParseConvAttrs(ctx, &attrs_));
+    OP_REQUIRES(ctx, attrs_.data_format == DataFormat::kNHWC,
+                absl::UnimplementedError("Conv2D: the plugin's CPU Conv2D takes NHWC tensors "
+                                         "only, not NCHW"));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    xla::PrimitiveType type;
+    OP_REQUIRES_OK(ctx, DataTypeToPrimitiveType(ctx->input_type(0), &type));
+    GradientCall call;
+    OP_REQUIRES_OK(ctx, ToStatus(conv2d_transpose::ValidateConv2D(
+                            attrs_, Dims(ctx->InputShape(0)), Dims(ctx->InputShape(1)),
+                            DataTypeSize(ctx->input_type(0)), &call)));
+    if (!call.problem || call.problem->input_elements() == 0 ||
+        call.problem->filter_elements() == 0) {
+      ctx->SetOutput(0, ZerosOf(ctx->builder(), type, call.output_shape));
+      return;
+    }
+    const ConvProblem& p = *call.problem;
+    const Layout layout = LayoutOf(p.data_format);
+    xla::ConvolutionDimensionNumbers dims;
+    dims.set_input_batch_dimension(layout.batch);
+    dims.set_input_feature_dimension(layout.feature);
+    dims.set_output_batch_dimension(layout.batch);
+    dims.set_output_feature_dimension(layout.feature);
+    dims.set_kernel_input_feature_dimension(2);
+    dims.set_kernel_output_feature_dimension(3);
+    for (int64_t d : {layout.rows, layout.cols}) {
+      dims.add_input_spatial_dimensions(d);
+      dims.add_output_spatial_dimensions(d);
+    }
+    dims.add_kernel_spatial_dimensions(0);
+    dims.add_kernel_spatial_dimensions(1);
+    ctx->SetOutput(0, xla::ConvGeneralDilated(
+                          ctx->Input(0), ctx->Input(1), {p.stride_rows, p.stride_cols},
+                          {{p.pad_top, p.pad_bottom}, {p.pad_left, p.pad_right}},
+                          /*lhs_dilation=*/{1, 1}, {p.dilation_rows, p.dilation_cols}, dims,
+                          /*feature_group_count=*/p.groups));
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
 // The metadata-only registrations (see the top of the file).
 constexpr char kMetadataDevice[] = "CONV2D_TRANSPOSE_XLA_METADATA";
 REGISTER_XLA_OP(Name("Conv2DTranspose>Conv2DBackpropInput")
@@ -264,6 +313,7 @@ REGISTER_XLA_OP(Name("Conv2DTranspose>Conv2DBackpropFilter")
                     .Device(kMetadataDevice)
                     .CompileTimeConstantInput("filter_sizes"),
                 Conv2DBackpropFilterXlaOp);
+REGISTER_XLA_OP(Name("Conv2DTranspose>Conv2D").Device(kMetadataDevice), Conv2DForwardXlaOp);
 
 // Every dtype of the op definitions on XLA:CPU. XLA:GPU lowers convolutions
 // to cuDNN, which has no int32 convolution: int32 stays off that device, and
@@ -298,6 +348,10 @@ REGISTER_KERNEL_BUILDER(Name("Conv2DTranspose>Conv2DBackpropFilter")
                             .TypeConstraint("T", FloatTypes())
                             .HostMemory("filter_sizes"),
                         Conv2DBackpropFilterXlaOp);
+// The forward Conv2D has no GPU kernel, and so no XLA:GPU lowering either.
+REGISTER_KERNEL_BUILDER(
+    Name("Conv2DTranspose>Conv2D").Device(DEVICE_CPU_XLA_JIT).TypeConstraint("T", FloatTypes()),
+    Conv2DForwardXlaOp);
 
 }  // namespace
 }  // namespace conv2d_kernels

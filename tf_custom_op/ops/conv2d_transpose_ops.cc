@@ -1,5 +1,6 @@
-// Op registration: TensorFlow's Conv2DBackpropInput signature, attrs and shape
-// function, under the plugin's namespace so it never clashes with the built-in.
+// Op registration: TensorFlow's Conv2DBackpropInput, Conv2DBackpropFilter and
+// Conv2D signatures, attrs and shape functions, under the plugin's namespace
+// so they never clash with the built-ins.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/util/padding.h"
@@ -61,6 +62,27 @@ filter_sizes: the filter shape [filter_height, filter_width,
   in_channels / groups, out_channels].
 out_backprop: the gradient of the convolution's output, in data_format order.
 output: the gradient with respect to the filter.
+)doc");
+
+REGISTER_OP("Conv2DTranspose>Conv2D")
+    .Input("input: T")
+    .Input("filter: T")
+    .Output("output: T")
+    .Attr("T: {half, bfloat16, float, double}")
+    .Attr("strides: list(int)")
+    .Attr("use_cudnn_on_gpu: bool = true")
+    .Attr(GetPaddingAttrStringWithExplicit())
+    .Attr(GetExplicitPaddingsAttrString())
+    .Attr(GetConvnetDataFormatAttrString())
+    .Attr("dilations: list(int) = [1, 1, 1, 1]")
+    .SetShapeFn(shape_inference::Conv2DShapeWithExplicitPadding)
+    .Doc(R"doc(
+The forward 2-D convolution, on the CPU in NHWC only: the gradients of the
+plugin's ops use it where TensorFlow's own CPU Conv2D is slow (float16).
+
+input: [batch, in_height, in_width, in_channels].
+filter: [filter_height, filter_width, in_channels / groups, out_channels].
+output: the convolution, [batch, out_height, out_width, out_channels].
 )doc");
 
 }  // namespace tensorflow
