@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_conv2d_transpose as t2d
-from conv_cases import assert_within_rounding_bound, builtin_result, configs, random_tensor
+from conv_cases import (
+    assert_within_rounding_bound,
+    builtin_result,
+    configs,
+    onednn_enabled,
+    random_tensor,
+)
 from tf_conv2d_transpose import raw_ops
 from tf_conv2d_transpose._loader import xla_available
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig
@@ -88,6 +94,20 @@ def test_empty_tensors(x_shape, w_shape, padding, y_shape):
     np.testing.assert_array_equal(got.numpy(), np.zeros(y_shape, np.float32))
 
 
+def test_padding_products_as_eigen():
+    """An infinite filter tap makes NaN where it meets the zero padding, as in
+    TensorFlow's float16 Conv2D (always Eigen's kernels), and the same
+    infinity elsewhere."""
+    x = tf.ones([1, 5, 6, 2], tf.float16)
+    w = np.ones([3, 3, 2, 3], np.float16)
+    w[0, 2, 1, 1] = np.inf
+    attrs = {"strides": [1, 1, 1, 1], "padding": "SAME"}
+    got = raw_ops.conv2d(input=x, filter=tf.constant(w), **attrs).numpy()
+    want = tf.raw_ops.Conv2D(input=x, filter=tf.constant(w), **attrs).numpy()
+    assert np.isnan(want).any() and np.isinf(want).any()
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs, error",
     [
@@ -124,7 +144,7 @@ def test_xla_matches_eager(dtype):
     attrs = {"strides": [1, 2, 1, 1], "padding": "SAME", "dilations": [1, 1, 2, 1]}
     eager = raw_ops.conv2d(input=x, filter=w, **attrs)
     compiled = tf.function(
-        lambda a, b: raw_ops.conv2d(input=a, filter=b, **attrs), jit_compile=True
+        lambda a, b: raw_ops.conv2d(input=a, filter=b, **attrs), jit_compile=True, autograph=False
     )
     got = compiled(x, w)
     tol = 1e-5 if dtype == tf.float32 else 2e-2
@@ -138,34 +158,41 @@ def test_builtin_ops_mode_emits_builtin_conv2d():
         with t2d.builtin_ops():
             return raw_ops.conv2d(input=a, filter=b, strides=[1, 2, 2, 1], padding="SAME")
 
-    graph = tf.function(f).get_concrete_function(x, w).graph
+    graph = tf.function(f, autograph=False).get_concrete_function(x, w).graph
     types = {op.type for op in graph.get_operations()}
     assert raw_ops.CONV2D_OP not in types and "Conv2D" in types
     want = tf.raw_ops.Conv2D(input=x, filter=w, strides=[1, 2, 2, 1], padding="SAME")
     np.testing.assert_allclose(f(x, w).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dtype, uses_plugin", [(tf.float16, True), (tf.float32, False)])
-def test_gradient_uses_it_for_float16(dtype, uses_plugin):
+@pytest.mark.parametrize("dtype", [tf.float16, tf.float32, tf.bfloat16, tf.float64])
+def test_gradient_uses_it_where_tensorflow_is_slow(dtype):
     """The transposed convolution's gradient with respect to its input takes
-    the plugin's Conv2D in float16 (no GPU here) and TensorFlow's otherwise,
-    and the float16 one agrees with the float32 gradient to float16 rounding."""
+    the plugin's Conv2D (no GPU here) for float16, and for float32 and
+    bfloat16 where TensorFlow's oneDNN kernels are off; TensorFlow's Conv2D
+    otherwise. The result agrees with the float64 gradient to the type's
+    rounding."""
+    uses_plugin = dtype == tf.float16 or (
+        dtype in (tf.float32, tf.bfloat16) and not onednn_enabled()
+    )
     rng = np.random.default_rng(4)
-    dy = random_tensor([2, 5, 5, 6], tf.float32, rng)
-    w = random_tensor([4, 4, 3, 6], tf.float32, rng)
+    dy = random_tensor([2, 5, 5, 6], tf.float64, rng)
+    w = random_tensor([4, 4, 3, 6], tf.float64, rng)
 
     def grad(dy, w):
         with tf.GradientTape() as tape:
             tape.watch(dy)
             y = t2d.nn.conv2d_transpose(dy, w, [2, 10, 10, 3], 2, padding="SAME")
-            loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(300, dtype=tf.float32)[:3])
+            loss = tf.reduce_sum(tf.cast(y, tf.float64) * tf.range(3, dtype=tf.float64))
         return tape.gradient(loss, dy)
 
-    concrete = tf.function(grad).get_concrete_function(tf.cast(dy, dtype), tf.cast(w, dtype))
+    concrete = tf.function(grad, autograph=False).get_concrete_function(
+        tf.cast(dy, dtype), tf.cast(w, dtype)
+    )
     types = {op.type for op in concrete.graph.get_operations()}
     assert (raw_ops.CONV2D_OP in types) == uses_plugin
     assert ("Conv2D" in types) != uses_plugin
     got = concrete(tf.cast(dy, dtype), tf.cast(w, dtype)).numpy().astype(np.float64)
-    want = grad(dy, w).numpy().astype(np.float64)
-    tol = 1e-5 if dtype == tf.float32 else 2e-2
+    want = grad(dy, w).numpy()
+    tol = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 2e-2, tf.bfloat16: 5e-2}[dtype]
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

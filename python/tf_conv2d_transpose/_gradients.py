@@ -1,9 +1,9 @@
 """Gradients of the plugin's ops, registered when the package is imported.
 
 They use only the plugin's ops plus a forward ``Conv2D`` (TensorFlow's, which
-runs on CPU with dilations and groups, in NHWC; for float16 on machines
-without a GPU the plugin's own, since TensorFlow computes float16 ``Conv2D``
-on the CPU with Eigen's slower kernels), so first and higher derivatives
+runs on CPU with dilations and groups, in NHWC; on machines without a GPU
+the plugin's own where TensorFlow's CPU kernel for the type is Eigen's
+slower one, see ``_plugin_conv2d_types``), so first and higher derivatives
 work in every configuration the ops support, NCHW included:
 
 - conv2d_transpose = Conv2DBackpropInput(filter, dy):
@@ -18,7 +18,7 @@ work in every configuration the ops support, NCHW included:
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 import tensorflow as tf
 
@@ -40,18 +40,30 @@ def _conv_attrs(op: tf.Operation) -> Dict[str, object]:
 
 
 @functools.cache
-def _no_gpu() -> bool:
-    """Whether this process sees no GPU (checked once)."""
-    return not tf.config.list_physical_devices("GPU")
+def _plugin_conv2d_types() -> FrozenSet[tf.DType]:
+    """The dtypes whose forward Conv2D the gradients take from the plugin
+    (checked once): none where a GPU is visible (cuDNN's is TensorFlow's);
+    float16, which TensorFlow computes with Eigen's CPU kernels; and float32
+    and bfloat16 too where TensorFlow runs those on Eigen as well (its oneDNN
+    kernels off: CPUs without AVX512-VNNI, AVX512-BF16 or AMX, or
+    ``TF_ENABLE_ONEDNN_OPTS=0``). DCGAN's four generator layers, batch 64,
+    the plugin's time against TensorFlow's: float16 18.0 / 20.5 ms; on Eigen
+    float32 18.6 / 22.2, bfloat16 17.1 / 20.2; on oneDNN float32 18.0 / 16.3
+    and bfloat16 17.1 / 8.3 (those stay TensorFlow's)."""
+    if tf.config.list_physical_devices("GPU"):
+        return frozenset()
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        onednn = bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):  # a TensorFlow without the query
+        onednn = True
+    return frozenset({tf.float16} if onednn else {tf.float16, tf.float32, tf.bfloat16})
 
 
 def _nhwc_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:
-    """One NHWC Conv2D: the plugin's for float16 where no GPU is visible
-    (TensorFlow runs float16 Conv2D on Eigen's CPU kernels: DCGAN's four
-    generator layers, batch 64, 18.0 ms against 20.5), TensorFlow's for the
-    other types (its oneDNN float32 kernels took 0.88x the plugin's time on
-    those layers) and wherever a GPU may run it (cuDNN)."""
-    if x.dtype == tf.float16 and _no_gpu():
+    """One NHWC Conv2D, the plugin's or TensorFlow's (``_plugin_conv2d_types``)."""
+    if x.dtype in _plugin_conv2d_types():
         return raw_ops.conv2d(input=x, filter=filters, **attrs)
     return tf.raw_ops.Conv2D(input=x, filter=filters, **attrs)
 

@@ -21,8 +21,8 @@ int64_t Conv2DForwardCpuWorkspaceBytes(const ConvProblem& problem);
 // problem's input [batch, in_rows, in_cols, in_depth], filter [rows, cols,
 // in_depth/groups, out_depth], output shaped like its out_backprop. half and
 // bfloat16 accumulate in float. The padding reads as zeros whose products are
-// formed, as in TensorFlow's CPU Conv2D (an infinite or NaN filter value gives
-// NaN where its window overlaps the padding). Deterministic: each output
+// formed, as in TensorFlow's Eigen CPU Conv2D (an infinite or NaN filter value
+// gives NaN where its window overlaps the padding; oneDNN's skips them). Deterministic: each output
 // element sums its taps, then each tap's input channels, in that fixed order.
 // T: float, double, Eigen::half, Eigen::bfloat16.
 template <typename T>
