@@ -1,8 +1,9 @@
 """The fuzzer's cases and their checks (tests/fuzz_ops.py runs them, one batch
 per subprocess; this module imports TensorFlow, the driver does not).
 
-A case is a valid problem (``Conv2DTransposeConfig``) in one of the five dtypes
-plus zero to three mutations; ``run_batch`` draws and runs ``count`` of them
+A case is a valid problem (``Conv2DTransposeConfig``) for one of the three ops
+(the two gradients and the forward Conv2D the gradients use) in one of the
+five dtypes plus zero to three mutations; ``run_batch`` draws and runs ``count`` of them
 from one hypothesis seed and returns the outcome counts and failures.
 """
 
@@ -148,16 +149,19 @@ def mutate(draw: Callable, kind: str, case: Case) -> None:
 def cases(draw: Callable) -> Case:
     """A valid problem, one op and dtype, then zero to three mutations."""
     config = draw(valid_problems())
-    op = draw(st.sampled_from(["input", "filter"]))
+    op = draw(st.sampled_from(["input", "filter", "forward"]))
     dtype = draw(st.sampled_from(DTYPES if op == "input" else DTYPES[:4]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     first_shape = config.filter_shape if op == "input" else config.input_shape
     sizes = config.input_shape if op == "input" else config.filter_shape
+    # The forward Conv2D takes (input, filter) and no sizes: its filter goes
+    # where the gradients' out_backprop goes.
+    second_shape = config.filter_shape if op == "forward" else config.out_backprop_shape
     case: Case = dict(
         config=config,
         op=op,
         dtype=dtype,
-        shapes={"first": list(first_shape), "dy": list(config.out_backprop_shape)},
+        shapes={"first": list(first_shape), "dy": list(second_shape)},
         dtypes={"first": dtype, "dy": dtype},
         sizes=np.array(sizes, np.int32),
         attrs=dict(config.op_attrs()),
@@ -186,6 +190,8 @@ class CaseRunner:
         attrs = case["attrs"]
 
         def run(sizes: Any, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+            if case["op"] == "forward":
+                return raw_ops.conv2d(input=a, filter=b, **attrs)
             if case["op"] == "input":
                 return raw_ops.conv2d_backprop_input(
                     input_sizes=sizes, filter=a, out_backprop=b, **attrs
@@ -217,7 +223,8 @@ class CaseRunner:
         except Exception as error:  # noqa: BLE001 - classified below
             name = type(error).__name__
             if name in EXPECTED or (
-                name == "UnimplementedError" and "does not yet support" in str(error)
+                name == "UnimplementedError"
+                and ("does not yet support" in str(error) or "NHWC tensors only" in str(error))
             ):
                 self.counts[f"raised {name}"] += 1
             else:
@@ -254,6 +261,8 @@ def check_result(
     a, b = first.astype(np.float64), dy.astype(np.float64)
     if case["op"] == "input":
         expected = testing.reference_conv2d_backprop_input(config, a, b)
+    elif case["op"] == "forward":
+        expected = testing.reference_conv2d(config, a, b)
     else:
         expected = testing.reference_conv2d_backprop_filter(config, a, b)
     if expected.shape != result.shape:

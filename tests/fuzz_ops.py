@@ -1,4 +1,5 @@
-"""Fuzzer for both raw ops: malformed and valid calls, in batches, each batch in
+"""Fuzzer for the three raw ops (the two gradients and the forward Conv2D):
+malformed and valid calls, in batches, each batch in
 a subprocess so that a crash (signal, abort, CHECK failure) is seen as one.
 
     python tests/fuzz_ops.py --cases 10000 [--batch 500] [--seed 0] [--jobs 2]
@@ -13,7 +14,8 @@ Inf values. Half the calls run eagerly, half inside a ``tf.function``.
 Every call must either raise one of the expected exception classes
 (InvalidArgumentError, ValueError, TypeError, NotFoundError for a dtype with no
 kernel, UnimplementedError for strides or dilations in the batch or depth
-dimension, as TensorFlow's reference kernels raise) or return a result; an
+dimension, as TensorFlow's reference kernels raise, and for the forward
+Conv2D given NCHW) or return a result; an
 unmutated call's result must match the float64 NumPy reference. Any other
 outcome is a failure; a dead worker is a crash. The summary counts every
 outcome; the exit status is non-zero on any failure. The cases and their

@@ -258,3 +258,30 @@ def reference_conv2d_backprop_filter(
         read = padded[(*window, in_channels)]
         result[kh, kw, :, out_channels] = np.einsum("nhwi,nhwo->io", read, dy[..., out_channels])
     return result
+
+
+def reference_conv2d(
+    config: Conv2DTransposeConfig,
+    x: np.ndarray,
+    filters: np.ndarray,
+    accumulate_dtype: Optional[np.dtype] = np.float64,
+) -> np.ndarray:
+    """The forward Conv2D of ``config``'s input (the transposed convolution's
+    result) with its filter, out_backprop-shaped, every tap's product formed
+    with the zero-padded input (so, as in TensorFlow's Eigen Conv2D, an
+    infinite filter value meeting the padding gives NaN; an empty input or
+    filter forms no products: zeros, as TensorFlow). Returns float64 (or
+    ``accumulate_dtype``) in data_format."""
+    c = config
+    w = np.asarray(filters, dtype=accumulate_dtype)
+    x = np.asarray(x, dtype=accumulate_dtype)
+    top, left, padded_rows, padded_cols = _padded_frame(c)
+    padded = np.zeros((c.batch, padded_rows, padded_cols, c.in_depth), dtype=accumulate_dtype)
+    padded[:, top : top + c.in_rows, left : left + c.in_cols, :] = _to_nhwc(c, x)
+    rows, cols = c.out_size()
+    result = np.zeros((c.batch, max(rows, 0), max(cols, 0), c.out_depth), dtype=accumulate_dtype)
+    if x.size == 0 or w.size == 0:
+        return result.transpose(0, 3, 1, 2) if c.nchw else result
+    for kh, kw, window, in_channels, out_channels in _tap_windows(c):
+        result[..., out_channels] += padded[(*window, in_channels)] @ w[kh, kw, :, out_channels]
+    return result.transpose(0, 3, 1, 2) if c.nchw else result

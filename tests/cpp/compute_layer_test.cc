@@ -438,8 +438,8 @@ bool TapRunProblem(ct::ConvProblem* p) {
                     Uniform(1, 3), Uniform(16, 40), cog, p);
 }
 
-// Random malformed calls of both ops' validation (and of ComputeConvProblem
-// on its own): it must answer, never misbehave.
+// Random malformed calls of the three ops' validation (and of
+// ComputeConvProblem on its own): it must answer, never misbehave.
 int64_t FuzzValidation(int iterations) {
   const int64_t extremes[] = {0,
                               1,
@@ -470,12 +470,12 @@ int64_t FuzzValidation(int iterations) {
     for (auto& v : sizes) v = static_cast<int32_t>(any());
     const std::vector<int64_t> sizes_dims = {static_cast<int64_t>(sizes.size())};
     const std::vector<int64_t> input = dims(), filter = dims(), dy = dims();
-    const bool filter_op = Uniform(0, 1) == 1;
+    const int64_t op = Uniform(0, 2);
     ct::GradientCall call;
     const ct::Status status =
-        filter_op
-            ? ct::ValidateBackpropFilter(attrs, input, sizes_dims, sizes.data(), dy, 4, &call)
-            : ct::ValidateBackpropInput(attrs, sizes_dims, sizes.data(), filter, dy, 4, &call);
+        op == 0   ? ct::ValidateBackpropFilter(attrs, input, sizes_dims, sizes.data(), dy, 4, &call)
+        : op == 1 ? ct::ValidateBackpropInput(attrs, sizes_dims, sizes.data(), filter, dy, 4, &call)
+                  : ct::ValidateConv2D(attrs, input, filter, 4, &call);
     if (status.ok() != status.message().empty()) {
       std::printf("fuzz: status and message disagree\n");
       std::exit(1);
@@ -491,7 +491,8 @@ int64_t FuzzValidation(int iterations) {
     }
     if (ok && call.problem &&
         (ct::Conv2DBackpropInputCpuWorkspaceBytes<float>(*call.problem) < 0 ||
-         ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(*call.problem) < 0)) {
+         ct::Conv2DBackpropFilterCpuWorkspaceBytes<float>(*call.problem) < 0 ||
+         ct::Conv2DForwardCpuWorkspaceBytes<float>(*call.problem) < 0)) {
       ok = false;  // workspace overflow
     }
     rejected += !ok;
