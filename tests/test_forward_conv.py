@@ -196,3 +196,20 @@ def test_gradient_uses_it_where_tensorflow_is_slow(dtype):
     want = grad(dy, w).numpy()
     tol = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 2e-2, tf.bfloat16: 5e-2}[dtype]
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_huge_stride_and_padding_allocate_no_padding():
+    """A stride and padding of 2^30 columns: the windows are gathered instead
+    of a padded copy of 2^31 columns; the result is TensorFlow's."""
+    rng = np.random.default_rng(5)
+    x = random_tensor([2, 3, 3, 5], tf.float16, rng)
+    w = random_tensor([3, 2, 5, 7], tf.float16, rng)
+    attrs = {
+        "strides": [1, 1, 2**30, 1],
+        "padding": "EXPLICIT",
+        "explicit_paddings": [0, 0, 1, 1, 2**30, 2**30, 0, 0],
+    }
+    got = raw_ops.conv2d(input=x, filter=w, **attrs)
+    want = tf.raw_ops.Conv2D(input=x, filter=w, **attrs)
+    assert got.shape == want.shape == [2, 3, 3, 7]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-2, atol=2e-2)

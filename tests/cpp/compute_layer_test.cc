@@ -700,7 +700,10 @@ int main(int argc, char** argv) {
   }
   // The forward convolution, NHWC: 160 random problems over the four types,
   // and 12 with 40-200 out channels a group (several channel blocks a call,
-  // a partial last block) on images of several bands.
+  // a partial last block) on images of several bands. At least 10 of them
+  // must gather their windows (strides or dilations past the filter) and 100
+  // copy their input rows.
+  int forward_windows = 0;
   for (int accepted = 0; accepted < 172;) {
     const bool wide = accepted >= 160;
     const ct::ConvAttrs attrs = RandomValidAttrs(/*nchw=*/false);
@@ -714,11 +717,33 @@ int main(int argc, char** argv) {
                     wide ? Uniform(40, 200) : Uniform(1, 40), &p)) {
       continue;
     }
+    forward_windows += ct::cpu::ForwardGathersWindows(p);
     const int kind = accepted++ % 4;
     const bool ok = kind == 0   ? RunForward<float>(p, attrs, 1e-6)
                     : kind == 1 ? RunForward<double>(p, attrs, 1e-12)
                     : kind == 2 ? RunForward<Eigen::half>(p, attrs, 1e-3)
                                 : RunForward<Eigen::bfloat16>(p, attrs, 1e-2);
+    (ok ? passed : failed)++;
+  }
+  std::printf("forward: %d of 172 problems gather windows\n", forward_windows);
+  (forward_windows >= 10 && forward_windows <= 72 ? passed : failed)++;
+  // A stride and padding of 2^30 columns: the windows are gathered, and
+  // nothing of the padding's size (2^31 columns) is allocated.
+  {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    attrs.strides = {1, 1, int64_t{1} << 30, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = ct::Padding::kExplicit;
+    attrs.explicit_paddings = {0, 0, 1, 1, int64_t{1} << 30, int64_t{1} << 30, 0, 0};
+    ct::ConvProblem p;
+    ct::GradientCall call;
+    const bool valid = ct::ValidateConv2D(attrs, {2, 3, 3, 5}, {3, 2, 5, 7}, 4, &call).ok() &&
+                       call.problem.has_value();
+    if (valid) p = *call.problem;
+    const bool ok = valid && p.out_cols == 3 && ct::cpu::ForwardGathersWindows(p) &&
+                    RunForward<float>(p, attrs, 1e-6) && RunForward<Eigen::half>(p, attrs, 1e-3);
+    if (!ok) std::printf("forward: the huge-padding problem failed\n");
     (ok ? passed : failed)++;
   }
   // Filters over the partial-sum budget: the filter gradient reduces them in

@@ -6,6 +6,9 @@
 // channel blocks: its rows are the band's pixels (a line per output row, the
 // stride as the pixel step), its reduction each tap's input channels, and the
 // taps summed in the call (TapOperands::x_taps / w_taps) before it stores.
+// Where that buffer would be much larger than the windows themselves (strides,
+// dilations or padding far larger than the filter), the band's windows are
+// gathered instead, each pixel's taps one after another.
 #include "tf_custom_op/compute/cpu/conv2d_forward_cpu.h"
 
 #include <algorithm>
@@ -33,6 +36,7 @@ struct ForwardPlan {
   int64_t bands = 1;        // tasks per image
   int64_t padded_cols = 0;  // columns of a band's input copy
   int64_t taps = 1;         // filter_rows * filter_cols
+  bool windows = false;     // the band's windows gathered, not its input rows
 };
 
 template <typename Acc>
@@ -45,8 +49,14 @@ ForwardPlan PlanForward(const ConvProblem& p) {
   const int64_t cols = std::max<int64_t>(p.out_cols, 1), rows = std::max<int64_t>(p.out_rows, 1);
   f.band_rows = std::clamp<int64_t>((kMinBandPixels + cols - 1) / cols, 1, rows);
   f.bands = (rows + f.band_rows - 1) / f.band_rows;
-  f.padded_cols = (p.out_cols - 1) * p.stride_cols + (p.filter_cols - 1) * p.dilation_cols + 1;
+  f.padded_cols = (cols - 1) * p.stride_cols + (p.filter_cols - 1) * p.dilation_cols + 1;
   f.taps = p.filter_rows * p.filter_cols;
+  // The rows' copy against the windows' (in doubles: a huge stride or
+  // padding must not overflow here).
+  const double padded_rows = static_cast<double>(f.band_rows - 1) * p.stride_rows +
+                             static_cast<double>(p.filter_rows - 1) * p.dilation_rows + 1;
+  const double window_values = static_cast<double>(f.band_rows) * cols * f.taps;
+  f.windows = padded_rows * static_cast<double>(f.padded_cols) > 2 * window_values;
   return f;
 }
 
@@ -54,6 +64,14 @@ ForwardPlan PlanForward(const ConvProblem& p) {
 int64_t BandInputRows(const ConvProblem& p, int64_t rows) {
   return (rows - 1) * p.stride_rows + (p.filter_rows - 1) * p.dilation_rows + 1;
 }
+
+}  // namespace
+
+namespace cpu {
+bool ForwardGathersWindows(const ConvProblem& p) { return PlanForward<float>(p).windows; }
+}  // namespace cpu
+
+namespace {
 
 // packed[g][b][tap][ci][lane] = filter[tap][ci][g*cog + b*block + lane], zero
 // for lanes past the group's channels.
@@ -94,6 +112,28 @@ void CopyBandInput(const ConvProblem& p, const ForwardPlan& f, const T* input, i
   }
 }
 
+// Gathers the windows of the band's `pixels` output pixels into xb
+// ([pixel][tap][in_depth] in Acc), zeros where a tap reads padding.
+template <typename T, typename Acc>
+void GatherBandWindows(const ConvProblem& p, const ForwardPlan& f, const T* input, int64_t n,
+                       int64_t oh0, int64_t pixels, std::vector<Acc>* xb) {
+  const int64_t depth = p.in_depth;
+  xb->assign(static_cast<size_t>(pixels * f.taps * depth), Acc(0));
+  for (int64_t i = 0; i < pixels; ++i) {
+    const int64_t oh = oh0 + i / p.out_cols, ow = i % p.out_cols;
+    for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
+      const int64_t h = oh * p.stride_rows - p.pad_top + kh * p.dilation_rows;
+      if (h < 0 || h >= p.in_rows) continue;
+      for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
+        const int64_t w = ow * p.stride_cols - p.pad_left + kw * p.dilation_cols;
+        if (w < 0 || w >= p.in_cols) continue;
+        cpu::ConvertRow(input + ((n * p.in_rows + h) * p.in_cols + w) * depth, depth,
+                        xb->data() + (i * f.taps + kh * p.filter_cols + kw) * depth);
+      }
+    }
+  }
+}
+
 template <typename T, typename Acc>
 void ForwardBands(const ConvProblem& p, const ForwardPlan& f, const Acc* packed, const T* input,
                   T* output, int64_t begin, int64_t end) {
@@ -104,7 +144,9 @@ void ForwardBands(const ConvProblem& p, const ForwardPlan& f, const Acc* packed,
   for (int64_t kh = 0; kh < p.filter_rows; ++kh) {
     for (int64_t kw = 0; kw < p.filter_cols; ++kw) {
       const int64_t t = kh * p.filter_cols + kw;
-      x_taps[t] = (kh * p.dilation_rows * f.padded_cols + kw * p.dilation_cols) * p.in_depth;
+      x_taps[t] = f.windows
+                      ? t * p.in_depth
+                      : (kh * p.dilation_rows * f.padded_cols + kw * p.dilation_cols) * p.in_depth;
       w_taps[t] = t * cig * f.block;
     }
   }
@@ -112,17 +154,22 @@ void ForwardBands(const ConvProblem& p, const ForwardPlan& f, const Acc* packed,
   for (int64_t task = begin; task < end; ++task) {
     const int64_t n = task / f.bands, oh0 = task % f.bands * f.band_rows;
     const int64_t rows = std::min(f.band_rows, p.out_rows - oh0), pixels = rows * p.out_cols;
-    CopyBandInput(p, f, input, n, oh0, rows, &xb);
+    if (f.windows) {
+      GatherBandWindows(p, f, input, n, oh0, pixels, &xb);
+    } else {
+      CopyBandInput(p, f, input, n, oh0, rows, &xb);
+    }
     acc.resize(static_cast<size_t>(pixels * lanes));
     typename cpu::GenericKernelCall<Acc>::Operands o;
-    o.pixel_stride = p.stride_cols * p.in_depth;
+    o.pixel_stride = (f.windows ? f.taps : p.stride_cols) * p.in_depth;
     cpu::GenericKernelCall<Acc>::SetReduction(cig, 1, &o);
     cpu::GenericKernelCall<Acc>::SetPackedStep(f.block, &o);
     o.w_block_stride = f.taps * cig * f.block;
     o.acc_stride = lanes;
     o.rows = pixels;
     o.run = p.out_cols;
-    o.x_line_stride = p.stride_rows * f.padded_cols * p.in_depth;
+    o.x_line_stride =
+        f.windows ? p.out_cols * o.pixel_stride : p.stride_rows * f.padded_cols * p.in_depth;
     o.acc_line_stride = p.out_cols * lanes;
     o.taps = f.taps;
     o.x_taps = x_taps.data();

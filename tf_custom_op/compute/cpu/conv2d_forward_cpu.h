@@ -29,6 +29,13 @@ template <typename T>
 void Conv2DForwardCpu(const ConvProblem& problem, const T* input, const T* filter, T* output,
                       void* workspace, const ParallelFor& parallel_for);
 
+namespace cpu {
+// Whether Conv2DForwardCpu gathers each band's windows (strides, dilations or
+// padding much larger than the filter) instead of copying its input rows with
+// the padding written out (for tests).
+bool ForwardGathersWindows(const ConvProblem& problem);
+}  // namespace cpu
+
 }  // namespace conv2d_transpose
 
 #endif  // TF_CONV2D_TRANSPOSE_CONV2D_FORWARD_CPU_H_
