@@ -727,6 +727,19 @@ int main(int argc, char** argv) {
   }
   std::printf("forward: %d of 172 problems gather windows\n", forward_windows);
   (forward_windows >= 10 && forward_windows <= 72 ? passed : failed)++;
+  // A SAME window over a dimension of INT64_MAX - 1 (the validation fuzz
+  // found its padding sum overflowing under UBSan): it must answer.
+  {
+    ct::ConvAttrs attrs;
+    attrs.data_format = ct::DataFormat::kNHWC;
+    attrs.strides = {1, 1, 1, 1};
+    attrs.dilations = {1, 1, 1, 1};
+    attrs.padding = ct::Padding::kSame;
+    ct::GradientCall call;
+    const ct::Status status =
+        ct::ValidateConv2D(attrs, {1, INT64_MAX - 1, 1, 1}, {4, 1, 1, 1}, 4, &call);
+    (!status.ok() ? passed : failed)++;  // its output is far too large
+  }
   // A stride and padding of 2^30 columns: the windows are gathered, and
   // nothing of the padding's size (2^31 columns) is allocated.
   {

@@ -127,7 +127,10 @@ Status WindowedOutputSize(int64_t input_size, int64_t filter_size, int64_t dilat
   bool overflow = false;
   switch (padding) {
     case Padding::kValid:
-      overflow = AddOverflows(input_size - effective, stride, &numerator);
+      // (An empty filter's effective size is negative: the difference is
+      // overflow-checked too.)
+      overflow = AddOverflows(input_size, -effective, &numerator) ||
+                 AddOverflows(numerator, stride, &numerator);
       break;
     case Padding::kExplicit:
       before = explicit_before;
@@ -146,7 +149,9 @@ Status WindowedOutputSize(int64_t input_size, int64_t filter_size, int64_t dilat
   }
   const int64_t out = numerator / stride;
   if (padding == Padding::kSame && out > 0) {
-    const int64_t needed = (out - 1) * stride + effective - input_size;
+    // (out - 1) * stride <= input_size - 1, so this order never overflows,
+    // whatever the input size.
+    const int64_t needed = ((out - 1) * stride - input_size) + effective;
     if (needed > 0) {
       before = needed / 2;
       after = needed - before;
