@@ -1,5 +1,5 @@
 """The fuzzer (tests/fuzz_ops.py) in CI: 2,000 malformed and valid calls to
-both ops, in subprocess batches; any crash, unexpected exception or wrong
+the three ops, in subprocess batches; any crash, unexpected exception or wrong
 result fails. ``make fuzz`` runs 10,000+."""
 
 import os
