@@ -40,15 +40,6 @@ EIGEN_REFUSALS = (
 )
 
 
-def onednn_enabled() -> bool:
-    """Whether TensorFlow runs its oneDNN CPU kernels in this process (its
-    default on CPUs with AVX512-VNNI, AVX512-BF16 or AMX, or with
-    TF_ENABLE_ONEDNN_OPTS=1) rather than its Eigen ones."""
-    from tensorflow.python.util import _pywrap_util_port
-
-    return bool(_pywrap_util_port.IsMklEnabled())
-
-
 def builtin_result(compute: Callable[[], tf.Tensor]) -> np.ndarray:
     """``compute()`` (a call of TensorFlow's own op or layer) as TensorFlow's
     CPU kernels run it; where they refuse the configuration (the Eigen kernels:

@@ -14,10 +14,10 @@ import tf_conv2d_transpose as t2d
 from conv_cases import (
     assert_filter_grad_close_to_reference,
     configs,
-    onednn_enabled,
     random_tensor,
 )
 from tf_conv2d_transpose import testing
+from tf_conv2d_transpose._loader import onednn_enabled
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig
 
 FLOAT_DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16]

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tf_conv2d_transpose as T
-from conv_cases import onednn_enabled
+from tf_conv2d_transpose._loader import onednn_enabled
 
 RNG = np.random.default_rng(15)
 X = tf.constant(RNG.standard_normal([2, 4, 4, 3]), tf.float32)

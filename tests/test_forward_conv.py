@@ -13,11 +13,10 @@ from conv_cases import (
     assert_within_rounding_bound,
     builtin_result,
     configs,
-    onednn_enabled,
     random_tensor,
 )
 from tf_conv2d_transpose import raw_ops
-from tf_conv2d_transpose._loader import xla_available
+from tf_conv2d_transpose._loader import onednn_enabled, xla_available
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig
 
 FLOAT_TYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16]

@@ -23,6 +23,7 @@ from typing import Dict, FrozenSet, List, Optional
 import tensorflow as tf
 
 from tf_conv2d_transpose import _builtin, raw_ops
+from tf_conv2d_transpose._loader import onednn_enabled
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -52,13 +53,9 @@ def _plugin_conv2d_types() -> FrozenSet[tf.DType]:
     and bfloat16 17.1 / 8.3 (those stay TensorFlow's)."""
     if tf.config.list_physical_devices("GPU"):
         return frozenset()
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-
-        onednn = bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):  # a TensorFlow without the query
-        onednn = True
-    return frozenset({tf.float16} if onednn else {tf.float16, tf.float32, tf.bfloat16})
+    if onednn_enabled():
+        return frozenset({tf.float16})
+    return frozenset({tf.float16, tf.float32, tf.bfloat16})
 
 
 def _nhwc_conv2d(x: tf.Tensor, filters: tf.Tensor, attrs: Dict[str, object]) -> tf.Tensor:

@@ -63,6 +63,20 @@ def xla_available() -> bool:
     return True
 
 
+def onednn_enabled() -> bool:
+    """Whether this process's TensorFlow runs its oneDNN CPU kernels (its
+    default on CPUs with AVX512-VNNI, AVX512-BF16 or AMX) rather than its Eigen
+    ones, as TensorFlow itself decided from the CPU and
+    ``TF_ENABLE_ONEDNN_OPTS``; a TensorFlow without the probe is judged by the
+    variable alone."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0"
+
+
 def build_info(path: os.PathLike) -> Optional[Dict[str, str]]:
     """The fields baked into the library at ``path`` (``tensorflow``,
     ``cxx11_abi``, ``compiler``), read from the file without loading it;

@@ -57,6 +57,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_conv2d_transpose as t2d  # noqa: E402
+from tf_conv2d_transpose._loader import onednn_enabled  # noqa: E402
 from tf_conv2d_transpose.testing import Conv2DTransposeConfig as C  # noqa: E402
 
 # The plugin, the built-in, the built-in under XLA, the plugin under XLA.
@@ -223,12 +224,7 @@ def roofline_ms(
 def current_world() -> str:
     """Which of TensorFlow's CPU kernel sets this process uses: ``"onednn"``
     or ``"eigen"`` (TF_ENABLE_ONEDNN_OPTS, as TensorFlow itself reads it)."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-
-        return "onednn" if _pywrap_util_port.IsMklEnabled() else "eigen"
-    except (ImportError, AttributeError):  # a TensorFlow without the probe
-        return "eigen" if os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0" else "onednn"
+    return "onednn" if onednn_enabled() else "eigen"
 
 
 def rerun_in_world(world: str, module: str, argv: Sequence[str]) -> int:

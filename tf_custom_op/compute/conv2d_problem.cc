@@ -287,35 +287,38 @@ Status FinishCall(const char* label, const char* output_name, int64_t element_by
   return status;
 }
 
-// Each tensor is 4-D with non-negative sizes whose nonzero product fits int64.
+// The tensor `name` is 4-D with non-negative sizes whose nonzero product fits
+// int64.
+Status CheckTensorShape(const char* label, const char* name, const std::vector<int64_t>& shape) {
+  if (shape.size() != 4) {
+    return Invalid(label, ": ", name, " must be 4-dimensional, got shape ", ShapeString(shape));
+  }
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return Invalid(label, ": ", name, " has a negative dimension: ", ShapeString(shape));
+    }
+  }
+  // The kernels multiply dimensions in their own orders, so the product of
+  // the nonzero ones must fit: then every partial product does. Tensors the
+  // ops receive or allocate always pass.
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && MulOverflows(elements, d, &elements)) {
+      return Invalid(label, ": ", name, " shape ", ShapeString(shape),
+                     " has more elements than int64 can count");
+    }
+  }
+  return Status::Ok();
+}
+
+// CheckTensorShape for the three tensors of a problem.
 Status CheckTensorShapes(const char* label, const std::vector<int64_t>& input_shape,
                          const std::vector<int64_t>& filter_shape,
                          const std::vector<int64_t>& out_backprop_shape) {
-  const struct {
-    const char* name;
-    const std::vector<int64_t>& shape;
-  } tensors[] = {
-      {"input", input_shape}, {"filter", filter_shape}, {"out_backprop", out_backprop_shape}};
-  for (const auto& t : tensors) {
-    if (t.shape.size() != 4) {
-      return Invalid(label, ": ", t.name, " must be 4-dimensional, got shape ",
-                     ShapeString(t.shape));
-    }
-    for (int64_t d : t.shape) {
-      if (d < 0) {
-        return Invalid(label, ": ", t.name, " has a negative dimension: ", ShapeString(t.shape));
-      }
-    }
-    // The kernels multiply dimensions in their own orders, so the product of
-    // the nonzero ones must fit: then every partial product does. Tensors the
-    // ops receive or allocate always pass.
-    int64_t elements = 1;
-    for (int64_t d : t.shape) {
-      if (d != 0 && MulOverflows(elements, d, &elements)) {
-        return Invalid(label, ": ", t.name, " shape ", ShapeString(t.shape),
-                       " has more elements than int64 can count");
-      }
-    }
+  for (const auto& [name, shape] :
+       {std::pair{"input", &input_shape}, std::pair{"filter", &filter_shape},
+        std::pair{"out_backprop", &out_backprop_shape}}) {
+    if (Status status = CheckTensorShape(label, name, *shape); !status.ok()) return status;
   }
   return Status::Ok();
 }
@@ -460,20 +463,9 @@ Status ValidateConv2D(const ConvAttrs& attrs, const std::vector<int64_t>& input_
                       const std::vector<int64_t>& filter_shape, int64_t element_bytes,
                       GradientCall* call) {
   if (Status status = ValidateConvAttrs(attrs); !status.ok()) return status;
-  const struct {
-    const char* name;
-    const std::vector<int64_t>& shape;
-  } tensors[] = {{"input", input_shape}, {"filter", filter_shape}};
-  for (const auto& t : tensors) {
-    if (t.shape.size() != 4) {
-      return Invalid("Conv2D: ", t.name, " must be 4-dimensional, got shape ",
-                     ShapeString(t.shape));
-    }
-    for (int64_t d : t.shape) {
-      if (d < 0) {
-        return Invalid("Conv2D: ", t.name, " has a negative dimension: ", ShapeString(t.shape));
-      }
-    }
+  for (const auto& [name, shape] :
+       {std::pair{"input", &input_shape}, std::pair{"filter", &filter_shape}}) {
+    if (Status status = CheckTensorShape("Conv2D", name, *shape); !status.ok()) return status;
   }
   const DataFormat f = attrs.data_format;
   const bool explicit_pads = attrs.padding == Padding::kExplicit;

@@ -59,6 +59,25 @@ absl::Status ConstantSizes(XlaOpKernelContext* ctx, int index, std::vector<int32
   return absl::OkStatus();
 }
 
+// The dimension numbers of a forward convolution in `layout`: input and
+// output in that layout, the kernel [rows, cols, in, out] (HWIO).
+xla::ConvolutionDimensionNumbers ForwardDims(const Layout& layout) {
+  xla::ConvolutionDimensionNumbers dims;
+  dims.set_input_batch_dimension(layout.batch);
+  dims.set_input_feature_dimension(layout.feature);
+  dims.set_output_batch_dimension(layout.batch);
+  dims.set_output_feature_dimension(layout.feature);
+  dims.set_kernel_input_feature_dimension(2);
+  dims.set_kernel_output_feature_dimension(3);
+  for (int64_t d : {layout.rows, layout.cols}) {
+    dims.add_input_spatial_dimensions(d);
+    dims.add_output_spatial_dimensions(d);
+  }
+  dims.add_kernel_spatial_dimensions(0);
+  dims.add_kernel_spatial_dimensions(1);
+  return dims;
+}
+
 // The filter of Conv2DBackpropInput, [rows, cols, in/groups, out], as the
 // kernel of the transposed convolution: spatially reversed, input feature
 // out/groups and output feature in (dimensions 2 and 3). For groups > 1 the
@@ -96,19 +115,7 @@ xla::XlaOp TransposedKernel(xla::XlaOp filter, const ConvProblem& p) {
 // dimension gets one zero row of padding after it, sliced away again.
 xla::XlaOp BackpropInputXla(xla::XlaOp filter, xla::XlaOp out_backprop, const ConvProblem& p) {
   const Layout layout = LayoutOf(p.data_format);
-  xla::ConvolutionDimensionNumbers dims;
-  dims.set_input_batch_dimension(layout.batch);
-  dims.set_input_feature_dimension(layout.feature);
-  dims.set_output_batch_dimension(layout.batch);
-  dims.set_output_feature_dimension(layout.feature);
-  dims.set_kernel_input_feature_dimension(2);
-  dims.set_kernel_output_feature_dimension(3);
-  for (int64_t d : {layout.rows, layout.cols}) {
-    dims.add_input_spatial_dimensions(d);
-    dims.add_output_spatial_dimensions(d);
-  }
-  dims.add_kernel_spatial_dimensions(0);
-  dims.add_kernel_spatial_dimensions(1);
+  const xla::ConvolutionDimensionNumbers dims = ForwardDims(layout);
 
   struct Axis {
     int64_t in, out, filter, stride, dilation, pad_before;
@@ -278,20 +285,7 @@ class Conv2DForwardXlaOp : public XlaOpKernel {
       return;
     }
     const ConvProblem& p = *call.problem;
-    const Layout layout = LayoutOf(p.data_format);
-    xla::ConvolutionDimensionNumbers dims;
-    dims.set_input_batch_dimension(layout.batch);
-    dims.set_input_feature_dimension(layout.feature);
-    dims.set_output_batch_dimension(layout.batch);
-    dims.set_output_feature_dimension(layout.feature);
-    dims.set_kernel_input_feature_dimension(2);
-    dims.set_kernel_output_feature_dimension(3);
-    for (int64_t d : {layout.rows, layout.cols}) {
-      dims.add_input_spatial_dimensions(d);
-      dims.add_output_spatial_dimensions(d);
-    }
-    dims.add_kernel_spatial_dimensions(0);
-    dims.add_kernel_spatial_dimensions(1);
+    const xla::ConvolutionDimensionNumbers dims = ForwardDims(LayoutOf(p.data_format));
     ctx->SetOutput(0, xla::ConvGeneralDilated(
                           ctx->Input(0), ctx->Input(1), {p.stride_rows, p.stride_cols},
                           {{p.pad_top, p.pad_bottom}, {p.pad_left, p.pad_right}},

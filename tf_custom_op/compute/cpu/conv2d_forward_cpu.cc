@@ -93,8 +93,9 @@ void PackForwardFilter(const ConvProblem& p, const ForwardPlan& f, const T* filt
   }
 }
 
-// Copies the input rows band `band` of image n reads into xb ([rows][padded
-// cols][in_depth] in Acc), zeros where the window reads padding.
+// Copies the input rows that output rows oh0 .. oh0 + rows - 1 of image n
+// read into xb ([rows][padded cols][in_depth] in Acc), zeros where the
+// windows read padding.
 template <typename T, typename Acc>
 void CopyBandInput(const ConvProblem& p, const ForwardPlan& f, const T* input, int64_t n,
                    int64_t oh0, int64_t rows, std::vector<Acc>* xb) {
