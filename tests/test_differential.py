@@ -33,7 +33,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_conv2d_transpose as T
-from conv_cases import configs, onednn_enabled
+from conv_cases import configs
+from tf_conv2d_transpose._loader import onednn_enabled
 
 APIS = ["v2", "v1_transpose", "v1_input", "v1_filter", "raw_input", "raw_filter"]
 MODES = ["eager", "function", "unknown_dims", "v1_graph"]
